@@ -1,0 +1,168 @@
+"""Fixes for known breakages of the pinned OpenMMLab stack, applied inside
+this package (never in site-packages) when ``mmvitaccel`` is imported.
+
+1. **mmaction2 1.2.0 wheel lacks ``mmaction/models/localizers/drn``.**
+   ``mmaction/models/localizers/__init__.py`` does ``from .drn.drn import DRN``,
+   so ``import mmaction.models`` fails. :func:`patch_mmaction_drn` registers
+   two placeholder modules in :data:`sys.modules` *before* mmaction is
+   imported. Their ``DRN`` raises a clear :class:`ImportError` when built;
+   every other mmaction model works unchanged. Nothing is done when the
+   package is complete (e.g. installed from source).
+
+2. **torch >= 2.6 loads checkpoints with ``weights_only=True`` by default,
+   and mmengine 0.10.7 calls ``torch.load`` without the argument.**
+   Checkpoints written by mmengine's runner carry a ``message_hub`` of
+   :class:`~mmengine.logging.HistoryBuffer` objects and numpy arrays, which
+   the safe unpickler refuses, so ``--resume`` and ``load_from`` break.
+   :func:`allow_mmengine_checkpoints` adds exactly those classes to torch's
+   allow-list (:func:`torch.serialization.add_safe_globals`). A
+   ``HistoryBuffer`` pickles its statistics methods as
+   ``getattr(HistoryBuffer, 'mean')``; plain ``getattr`` would be a gadget
+   for arbitrary code, so the name ``builtins.getattr`` is bound to
+   :func:`_history_buffer_getattr`, which only returns HistoryBuffer's own
+   methods. Safety stays on: any other global in a pickle is still refused. A user who trusts a
+   checkpoint that needs more can opt in with torch's own switch,
+   ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``.
+"""
+import importlib.util
+import os
+import os.path as osp
+import pickle
+import sys
+import types
+
+_DRN_PACKAGE = 'mmaction.models.localizers.drn'
+
+
+class _UnavailableDRN:
+    """Stand-in for ``mmaction.models.localizers.drn.drn.DRN``.
+
+    The mmaction2 1.2.0 wheel does not ship DRN's sources, so this class
+    only explains that when somebody tries to build it.
+    """
+
+    def __init__(self, *args, **kwargs):
+        raise ImportError(
+            'DRN is not included in the mmaction2 1.2.0 wheel '
+            '(mmaction/models/localizers/drn is missing). Install mmaction2 '
+            'from source to use it; mmvitaccel only shims the import.')
+
+
+def mmaction_drn_missing():
+    """Whether the installed mmaction lacks the DRN localizer sources.
+
+    Returns:
+        bool: True if mmaction is installed without
+        ``models/localizers/drn``. Does not import mmaction.
+    """
+    spec = importlib.util.find_spec('mmaction')
+    if spec is None or spec.origin is None:
+        return False
+    pkg_dir = osp.dirname(spec.origin)
+    return not osp.isdir(osp.join(pkg_dir, 'models', 'localizers', 'drn'))
+
+
+def patch_mmaction_drn():
+    """Register placeholder ``drn`` modules so ``mmaction.models`` imports.
+
+    Returns:
+        bool: True if the placeholders are (now) installed.
+
+    Raises:
+        RuntimeError: if ``mmaction.models`` was already imported and failed
+            before this ran (the import must come after mmvitaccel's).
+    """
+    if not mmaction_drn_missing():
+        return False
+    if _DRN_PACKAGE in sys.modules:
+        return True
+    localizers = sys.modules.get('mmaction.models.localizers')
+    if localizers is not None and not hasattr(localizers, 'DRN'):
+        raise RuntimeError(
+            'mmaction.models was imported (and failed) before mmvitaccel; '
+            'import mmvitaccel first so that its DRN shim can be applied.')
+    package = types.ModuleType(_DRN_PACKAGE)
+    package.__path__ = []
+    package.__doc__ = 'Placeholder added by mmvitaccel.compat.'
+    module = types.ModuleType(_DRN_PACKAGE + '.drn')
+    module.DRN = _UnavailableDRN
+    package.drn = module
+    sys.modules[_DRN_PACKAGE] = package
+    sys.modules[_DRN_PACKAGE + '.drn'] = module
+    return True
+
+
+def _history_buffer_getattr(obj, name):
+    """``getattr`` restricted to what a pickled HistoryBuffer needs.
+
+    Args:
+        obj: must be :class:`mmengine.logging.HistoryBuffer`.
+        name (str): a public method of it, e.g. ``'mean'``.
+
+    Returns:
+        function: ``HistoryBuffer.<name>``.
+    """
+    from mmengine.logging import HistoryBuffer
+    if (obj is HistoryBuffer and isinstance(name, str)
+            and not name.startswith('_')
+            and isinstance(vars(HistoryBuffer).get(name),
+                           types.FunctionType)):
+        return getattr(obj, name)
+    raise pickle.UnpicklingError(
+        f'mmvitaccel refuses getattr({obj!r}, {name!r}) in a checkpoint; '
+        'set TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 only if you trust it.')
+
+
+def _mmengine_checkpoint_globals():
+    """The non-tensor classes that mmengine's runner pickles in checkpoints.
+
+    Returns:
+        list: classes and functions for
+        :func:`torch.serialization.add_safe_globals`.
+    """
+    import numpy as np
+    from mmengine.config import ConfigDict
+    from mmengine.logging import HistoryBuffer
+
+    try:  # numpy >= 2
+        from numpy._core.multiarray import _reconstruct, scalar
+    except ImportError:  # numpy 1.x
+        from numpy.core.multiarray import _reconstruct, scalar
+    numpy_types = [np.ndarray, np.dtype, _reconstruct, scalar]
+    # Since numpy 1.25 each dtype has its own class (np.dtypes.Float64DType).
+    dtypes = getattr(np, 'dtypes', None)
+    if dtypes is not None:
+        numpy_types += [
+            getattr(dtypes, name) for name in dir(dtypes)
+            if name.endswith('DType')
+        ]
+    return [HistoryBuffer, ConfigDict,
+            (_history_buffer_getattr, 'builtins.getattr')] + numpy_types
+
+
+def allow_mmengine_checkpoints():
+    """Allow-list mmengine's own checkpoint contents for ``torch.load``.
+
+    Returns:
+        list: the globals that were added (empty on torch without
+        ``add_safe_globals``).
+    """
+    import torch
+    add = getattr(torch.serialization, 'add_safe_globals', None)
+    if add is None:
+        return []
+    allowed = _mmengine_checkpoint_globals()
+    add(allowed)
+    return allowed
+
+
+def apply():
+    """Apply every fix; called once on ``import mmvitaccel``.
+
+    Set ``MMVITACCEL_NO_COMPAT=1`` to skip them (e.g. to reproduce an
+    upstream bug).
+    """
+    if os.environ.get('MMVITACCEL_NO_COMPAT') == '1':
+        return
+    patch_mmaction_drn()
+    allow_mmengine_checkpoints()

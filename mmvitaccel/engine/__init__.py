@@ -1,0 +1,3 @@
+from .tiny_runner import TinyRunner
+
+__all__ = ['TinyRunner']

@@ -1,0 +1,389 @@
+"""The tiny overlay: run any config on generated data at CPU scale.
+
+:func:`tinyfy_config` rewrites a loaded config, leaving the recipe's model,
+losses, optimizer and pipelines in place, so that it trains and tests in
+minutes on a CPU:
+
+* every dataset of the train/val/test dataloaders is pointed at a tiny
+  generated dataset of the same kind (:mod:`mmvitaccel.utils.tiny_data`):
+  ``CocoDataset`` -> COCO, ``ADE20KDataset`` -> ADE20K, ``ImageNet`` /
+  ``CustomDataset`` -> ImageNet layout, ``VideoDataset`` -> Kinetics. Every
+  path under the recipe's data root (evaluator ``ann_file`` included) is
+  re-rooted;
+* sizes in the pipelines (``scale``, ``scales``, ``crop_size``,
+  ``img_scale``) and in the model (``data_preprocessor.size``, sliding
+  window ``crop_size``/``stride``) are multiplied by a per-task factor;
+  video clips are shortened;
+* the schedule is cut to ``max_epochs`` (or ``max_iters`` for iteration
+  based loops) and the LR schedulers are rescaled to it; warm-ups counted in
+  iterations inside epoch-based loops are capped to ``warmup_iters``;
+* two-stage detectors sample at most ``rois`` RoIs per image and keep at
+  most ``rois`` RPN proposals (the RoI heads dominate CPU time otherwise);
+* batch sizes and workers are reduced, logging is frequent, checkpoints are
+  written at the end, AMP is switched off when there is no GPU;
+* remote pretrained weights (``http(s)://`` in ``init_cfg``/``pretrained``)
+  are dropped, since nothing can be downloaded at run time.
+
+Options come from the keyword arguments and the config's ``tiny`` dict
+(keyword arguments win), e.g. ``--cfg-options tiny.max_epochs=4``:
+
+``data_root`` (a folder, generated if empty), ``scale`` (size factor),
+``max_epochs``, ``max_iters``, ``warmup_iters``, ``batch_size``,
+``val_batch_size``, ``clip_len``, ``log_interval``, ``rois``.
+
+The same overlay is reachable from any tool, upstream ones included, with
+``--cfg-options runner_type=mmvitaccel.TinyRunner``.
+"""
+import copy
+import math
+import warnings
+
+from mmengine.config import ConfigDict
+
+from .tiny_data import tiny_data_root
+
+#: dataset ``type`` (without scope) -> tiny dataset kind
+DATASET_KINDS = {
+    'CocoDataset': 'coco',
+    'ADE20KDataset': 'ade20k',
+    'ImageNet': 'imagenet',
+    'CustomDataset': 'imagenet',
+    'VideoDataset': 'kinetics',
+}
+
+#: per-kind multiplier of every size in pipelines and models
+DEFAULT_SCALE = {
+    'coco': 0.25,  # 1333x800 -> 333x200
+    'ade20k': 0.25,  # 512 crops -> 128
+    # classification keeps 224: upstream Swin refuses maps smaller than its
+    # window in stage 4 (pad_small_map=False), and the cost is in the model
+    'imagenet': 1.0,
+    'kinetics': 0.25,  # 224 -> 56
+}
+
+DEFAULTS = dict(
+    data_root=None,
+    scale=None,
+    max_epochs=2,
+    max_iters=20,
+    warmup_iters=5,
+    batch_size=2,
+    val_batch_size=1,
+    clip_len=8,
+    log_interval=2,
+    rois=64,
+)
+
+_SIZE_KEYS = ('scale', 'scales', 'crop_size', 'img_scale')
+_DATALOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
+_EVALUATORS = ('val_evaluator', 'test_evaluator')
+
+
+def _scale_size(value, factor):
+    """Multiply a size (int, ``-1`` kept, tuple, list of tuples) by factor."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if value <= 0 else max(1, int(round(value * factor)))
+    if isinstance(value, (tuple, list)):
+        scaled = [_scale_size(v, factor) for v in value]
+        return type(value)(scaled)
+    return value
+
+
+def _walk(node, fn):
+    """Apply ``fn`` to every dict in a nested config structure."""
+    if isinstance(node, dict):
+        fn(node)
+        for value in node.values():
+            _walk(value, fn)
+    elif isinstance(node, (list, tuple)):
+        for value in node:
+            _walk(value, fn)
+
+
+def _scale_pipeline(pipeline, factor, clip_len):
+    """Shrink the sizes of every transform in a pipeline (in place)."""
+
+    def visit(t):
+        if 'type' not in t:
+            return
+        for key in _SIZE_KEYS:
+            if key in t and not isinstance(t[key], float):
+                t[key] = _scale_size(t[key], factor)
+        if t['type'] in ('SampleFrames', 'mmaction.SampleFrames'):
+            t['clip_len'] = min(t.get('clip_len', clip_len), clip_len)
+            t['frame_interval'] = 1
+            t['num_clips'] = 1
+
+    _walk(pipeline, visit)
+
+
+def _dataset_kind(dataset):
+    """The tiny kind of a dataset config, looking through wrappers."""
+    kinds = set()
+
+    def visit(d):
+        typ = d.get('type')
+        if isinstance(typ, str):
+            kind = DATASET_KINDS.get(typ.split('.')[-1])
+            if kind:
+                kinds.add(kind)
+
+    _walk(dataset, visit)
+    if len(kinds) != 1:
+        found = sorted(kinds) or 'none'
+        raise ValueError(
+            f'The tiny overlay needs exactly one known dataset type per '
+            f'dataloader (known: {sorted(DATASET_KINDS)}); found {found}.')
+    return kinds.pop()
+
+
+def _original_root(dataset):
+    """The folder the recipe expects its data in, e.g. ``data/coco``."""
+    roots = []
+
+    def visit(d):
+        if 'data_root' in d and isinstance(d['data_root'], str):
+            roots.append(d['data_root'])
+        elif 'ann_file' in d and isinstance(d['ann_file'], str):
+            # mmaction style: no data_root, full paths in ann_file/prefix
+            paths = [d['ann_file']] + [
+                v for v in (d.get('data_prefix') or {}).values()
+                if isinstance(v, str)
+            ]
+            prefix = paths[0].split('/')
+            for path in paths[1:]:
+                parts = path.split('/')
+                n = 0
+                while (n < min(len(prefix), len(parts))
+                       and prefix[n] == parts[n]):
+                    n += 1
+                prefix = prefix[:n]
+            if len(paths) == 1:
+                prefix = prefix[:-1]
+            roots.append('/'.join(prefix))
+
+    _walk(dataset, visit)
+    if not roots or not roots[0].strip('/'):
+        raise ValueError('Cannot tell where this dataset expects its data '
+                         '(no data_root and no common ann_file folder).')
+    return roots[0].rstrip('/')
+
+
+def _reroot(node, old, new):
+    """Replace the ``old`` folder prefix by ``new`` in every string."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, str):
+                if value.rstrip('/') == old:
+                    node[key] = new + ('/' if value.endswith('/') else '')
+                elif value.startswith(old + '/'):
+                    node[key] = new + value[len(old):]
+            else:
+                _reroot(value, old, new)
+    elif isinstance(node, list):
+        for item in node:
+            _reroot(item, old, new)
+
+
+def _drop_remote_weights(model):
+    """Remove ``http(s)://`` checkpoints from a model config (in place)."""
+    dropped = []
+
+    def is_remote(value):
+        return isinstance(value, str) and value.startswith(
+            ('http://', 'https://'))
+
+    def visit(d):
+        init = d.get('init_cfg')
+        inits = init if isinstance(init, list) else [init]
+        if any(
+                isinstance(i, dict) and is_remote(i.get('checkpoint'))
+                for i in inits):
+            dropped.extend(i['checkpoint'] for i in inits
+                           if isinstance(i, dict) and 'checkpoint' in i)
+            kept = [
+                i for i in inits
+                if not (isinstance(i, dict) and is_remote(i.get('checkpoint')))
+            ]
+            d['init_cfg'] = (kept if isinstance(init, list) else
+                             (kept[0] if kept else None))
+        if is_remote(d.get('pretrained')):
+            dropped.append(d['pretrained'])
+            d['pretrained'] = None
+
+    _walk(model, visit)
+    return dropped
+
+
+def _cap_rois(model, rois):
+    """Cap RPN proposals and sampled RoIs of a two-stage detector."""
+
+    def visit(d):
+        sampler = d.get('sampler')
+        if isinstance(sampler, dict) and 'num' in sampler:
+            sampler['num'] = min(sampler['num'], rois)
+        if 'nms_pre' in d and 'max_per_img' in d:  # RPN proposal settings
+            d['max_per_img'] = min(d['max_per_img'], rois)
+            d['nms_pre'] = min(d['nms_pre'], 4 * rois)
+
+    for key in ('train_cfg', 'test_cfg'):
+        _walk(model.get(key), visit)
+
+
+def _rescale_schedulers(cfg, opts, total, ratio, iter_based):
+    """Fit the LR schedulers to the shortened schedule (in place).
+
+    Args:
+        cfg (Config): the config.
+        opts (dict): overlay options.
+        total (int): the new number of epochs (or iterations).
+        ratio (float): new length / recipe length.
+        iter_based (bool): whether the loop counts iterations.
+    """
+    schedulers = cfg.get('param_scheduler')
+    if schedulers is None:
+        return
+    if isinstance(schedulers, dict):
+        schedulers = [schedulers]
+    for sched in schedulers:
+        if sched.get('by_epoch', True) or iter_based:
+            for key in ('begin', 'end', 'T_max', 'total_iters'):
+                if isinstance(sched.get(key), (int, float)):
+                    sched[key] = int(math.ceil(sched[key] * ratio))
+            if 'milestones' in sched:
+                sched['milestones'] = sorted(
+                    {max(1, int(math.ceil(m * ratio)))
+                     for m in sched['milestones']})
+            limit = total
+        else:  # a warm-up counted in iterations inside an epoch-based loop
+            limit = opts['warmup_iters']
+        # every scheduler keeps a non-empty [begin, end) inside the run
+        begin = min(sched.get('begin', 0), limit - 1)
+        sched['begin'] = begin
+        sched['end'] = max(begin + 1, min(sched.get('end', limit), limit))
+        for key in ('T_max', 'total_iters'):
+            if key in sched:
+                sched[key] = max(1, sched[key])
+    cfg.param_scheduler = schedulers
+
+
+def _shorten_schedule(cfg, opts):
+    train_cfg = cfg.get('train_cfg')
+    if not train_cfg:
+        return
+    if 'max_iters' in train_cfg:
+        ratio = opts['max_iters'] / train_cfg['max_iters']
+        train_cfg['max_iters'] = opts['max_iters']
+        train_cfg['val_interval'] = opts['max_iters']
+        _rescale_schedulers(cfg, opts, opts['max_iters'], ratio,
+                            iter_based=True)
+        checkpoint_interval = opts['max_iters']
+    elif 'max_epochs' in train_cfg:
+        ratio = opts['max_epochs'] / train_cfg['max_epochs']
+        train_cfg['max_epochs'] = opts['max_epochs']
+        train_cfg['val_interval'] = opts['max_epochs']
+        if 'val_begin' in train_cfg:
+            train_cfg['val_begin'] = 1
+        _rescale_schedulers(cfg, opts, opts['max_epochs'], ratio,
+                            iter_based=False)
+        checkpoint_interval = opts['max_epochs']
+    else:
+        return
+    hooks = cfg.get('default_hooks') or {}
+    if 'checkpoint' in hooks:
+        hooks['checkpoint']['interval'] = checkpoint_interval
+        hooks['checkpoint'].pop('save_best', None)
+    if 'logger' in hooks:
+        hooks['logger']['interval'] = opts['log_interval']
+
+
+def _cpu_optim_wrapper(cfg):
+    """Swap AMP for plain fp32 when no GPU is present (AMP needs one)."""
+    import torch
+    wrapper = cfg.get('optim_wrapper')
+    if (wrapper and wrapper.get('type') == 'AmpOptimWrapper'
+            and not torch.cuda.is_available()):
+        wrapper['type'] = 'OptimWrapper'
+        for key in ('loss_scale', 'dtype', 'use_fsdp'):
+            wrapper.pop(key, None)
+
+
+def tinyfy_config(cfg, **overrides):
+    """Return a copy of ``cfg`` that runs on tiny data at CPU scale.
+
+    Args:
+        cfg (Config): a loaded config (any of the four toolboxes).
+        **overrides: options of the overlay; they take precedence over the
+            config's ``tiny`` dict. See the module docstring for the keys.
+
+    Returns:
+        Config: the rewritten config. Applying it twice changes nothing.
+
+    Raises:
+        ValueError: for an unknown option or a dataset type the overlay
+            cannot map to a tiny dataset.
+    """
+    if cfg.get('tiny', {}).get('applied', False):
+        return cfg
+    cfg = copy.deepcopy(cfg)
+    opts = dict(DEFAULTS)
+    user = dict(cfg.get('tiny', {}))
+    user.update(overrides)
+    unknown = set(user) - set(DEFAULTS) - {'applied'}
+    if unknown:
+        raise ValueError(f'Unknown tiny overlay options {sorted(unknown)}; '
+                         f'valid ones are {sorted(DEFAULTS)}.')
+    opts.update(user)
+
+    kinds = set()
+    for name in _DATALOADERS:
+        loader = cfg.get(name)
+        if not loader:
+            continue
+        dataset = loader['dataset']
+        kind = _dataset_kind(dataset)
+        kinds.add(kind)
+        old_root = _original_root(dataset)
+        new_root = str(tiny_data_root(kind, opts['data_root']))
+        for node in [loader] + [cfg.get(e) for e in _EVALUATORS]:
+            if node:
+                _reroot(node, old_root, new_root)
+        factor = opts['scale'] or DEFAULT_SCALE[kind]
+        _scale_pipeline(dataset, factor, opts['clip_len'])
+        train = name == 'train_dataloader'
+        loader['batch_size'] = opts['batch_size'] if train else opts[
+            'val_batch_size']
+        loader['num_workers'] = 0
+        loader['persistent_workers'] = False
+    if len(kinds) > 1:
+        raise ValueError(f'Dataloaders of different kinds: {sorted(kinds)}')
+    # sizes that live in the model (mmseg crop sizes, sliding windows)
+    if kinds and cfg.get('model'):
+        factor = opts['scale'] or DEFAULT_SCALE[kinds.pop()]
+        model = cfg.model
+        preprocessor = model.get('data_preprocessor') or {}
+        if 'size' in preprocessor:
+            preprocessor['size'] = _scale_size(preprocessor['size'], factor)
+        test_cfg = model.get('test_cfg') or {}
+        for key in ('crop_size', 'stride'):
+            if key in test_cfg:
+                test_cfg[key] = _scale_size(test_cfg[key], factor)
+        _cap_rois(model, opts['rois'])
+        dropped = _drop_remote_weights(model)
+        if dropped:
+            warnings.warn('tiny overlay: remote pretrained weights are not '
+                          f'loaded: {dropped}')
+    _shorten_schedule(cfg, opts)
+    _cpu_optim_wrapper(cfg)
+    vis = (cfg.get('default_hooks') or {}).get('visualization')
+    if vis:
+        vis['draw'] = False
+    if cfg.get('randomness') is None:
+        cfg.randomness = dict(seed=0)
+    cfg.env_cfg = ConfigDict(cfg.get('env_cfg') or {})
+    cfg.env_cfg['cudnn_benchmark'] = False
+    opts['applied'] = True
+    cfg.tiny = opts
+    return cfg

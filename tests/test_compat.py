@@ -1,0 +1,107 @@
+"""The stack fixes in mmvitaccel.compat."""
+import io
+import pickle
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import mmvitaccel  # noqa: F401
+from mmvitaccel import compat
+
+
+def test_mmaction_models_import():
+    # the 1.2.0 wheel lacks localizers/drn; our shim makes this work
+    import mmaction.models  # noqa: F401
+    from mmaction.registry import MODELS
+    assert MODELS.get('Recognizer3D') is not None
+
+
+@pytest.mark.skipif(not compat.mmaction_drn_missing(),
+                    reason='mmaction ships DRN here; nothing to shim')
+def test_drn_placeholder_explains_itself():
+    from mmaction.models.localizers import DRN
+    with pytest.raises(ImportError, match='not included in the mmaction2'):
+        DRN()
+
+
+def test_mmaction_fails_without_shim():
+    """Without the shim, the bare wheel cannot import mmaction.models."""
+    if not compat.mmaction_drn_missing():
+        pytest.skip('mmaction ships DRN here')
+    code = 'import mmaction.models'
+    proc = subprocess.run([sys.executable, '-c', code],
+                          capture_output=True,
+                          text=True)
+    assert proc.returncode != 0
+    assert 'drn' in proc.stderr
+
+
+def _runner_like_checkpoint():
+    """What mmengine's runner saves besides tensors."""
+    import numpy as np
+    from mmengine.logging import HistoryBuffer, MessageHub
+    hub = MessageHub.get_instance('compat_test')
+    hub.update_scalar('train/loss', 1.5)
+    hub.update_scalar('train/lr', np.float64(0.1))
+    hub.update_info('epoch', 3)
+    assert isinstance(hub.log_scalars['train/loss'], HistoryBuffer)
+    return dict(
+        meta=dict(epoch=3, iter=30, seed=np.int64(7),
+                  dataset_meta=dict(classes=('a', 'b'))),
+        state_dict=dict(w=torch.ones(2)),
+        message_hub=hub.state_dict())
+
+
+def test_mmengine_checkpoint_loads_with_weights_only():
+    buf = io.BytesIO()
+    torch.save(_runner_like_checkpoint(), buf)
+    buf.seek(0)
+    ckpt = torch.load(buf, weights_only=True)
+    assert ckpt['meta']['epoch'] == 3
+    assert ckpt['message_hub']['log_scalars']['train/loss'].current() == 1.5
+
+
+def test_allow_list_is_needed():
+    buf = io.BytesIO()
+    torch.save(_runner_like_checkpoint(), buf)
+    torch.serialization.clear_safe_globals()
+    try:
+        buf.seek(0)
+        with pytest.raises(pickle.UnpicklingError):
+            torch.load(buf, weights_only=True)
+    finally:
+        compat.allow_mmengine_checkpoints()
+
+
+class Arbitrary:
+    """Not on any allow-list."""
+
+
+def test_arbitrary_pickles_still_refused(monkeypatch):
+    buf = io.BytesIO()
+    torch.save(dict(obj=Arbitrary()), buf)
+    buf.seek(0)
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(buf)  # torch's default is weights_only=True
+    # the user's explicit opt-in, torch's own switch
+    monkeypatch.setenv('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', '1')
+    buf.seek(0)
+    assert isinstance(torch.load(buf)['obj'], Arbitrary)
+
+
+def test_getattr_is_restricted_to_history_buffer():
+    """A pickle that uses getattr as a gadget is refused."""
+    import numpy as np
+
+    class Gadget:
+
+        def __reduce__(self):
+            return getattr, (np.ndarray, 'tofile')
+
+    buf = io.BytesIO()
+    torch.save(dict(g=Gadget()), buf)
+    buf.seek(0)
+    with pytest.raises(pickle.UnpicklingError, match='refuses getattr'):
+        torch.load(buf)

@@ -1,0 +1,99 @@
+"""The tiny overlay rewrites any recipe for generated data at CPU scale."""
+import os.path as osp
+
+import pytest
+from mmengine.config import Config
+
+import mmvitaccel  # noqa: F401
+from mmvitaccel.utils.tiny import tinyfy_config
+
+from .utils import REPO
+
+COCO = osp.join(REPO, 'configs/_base_/swin_s_cascade_mask_rcnn_3x_coco.py')
+ADE = osp.join(REPO, 'configs/_base_/swin_s_upernet_ade20k.py')
+K400 = osp.join(REPO, 'configs/_base_/swin_t_k400.py')
+SWIN_IN1K = osp.join(REPO, 'configs/_base_/swin_s_in1k.py')
+
+
+def test_coco_recipe(tiny_data_dir):
+    cfg = tinyfy_config(Config.fromfile(COCO), data_root=str(tiny_data_dir))
+    root = str(tiny_data_dir / 'coco')
+    assert cfg.train_dataloader.dataset.data_root.rstrip('/') == root
+    assert cfg.val_evaluator.ann_file == root + \
+        '/annotations/instances_val2017.json'
+    assert osp.isfile(cfg.val_evaluator.ann_file)
+    # every size shrinks by the coco factor, 0.25
+    pipeline = cfg.train_dataloader.dataset.pipeline
+    choice = [t for t in pipeline if t.type == 'RandomChoice'][0]
+    assert choice.transforms[0][0].scales[-1] == (200, 333)
+    assert choice.transforms[1][1].crop_size == (96, 150)
+    # schedule: 2 epochs, steps rescaled, iteration warm-up capped
+    assert cfg.train_cfg.max_epochs == 2
+    warmup, steps = cfg.param_scheduler
+    assert warmup.end == 5 and not warmup.by_epoch
+    assert steps.milestones == [2] and steps.end == 2
+    # no AMP on a CPU, no download of the Swin-S weights
+    assert cfg.optim_wrapper.type == 'OptimWrapper'
+    assert 'loss_scale' not in cfg.optim_wrapper
+    assert cfg.model.backbone.init_cfg is None
+    # the upstream recipe is otherwise unchanged
+    assert cfg.model.backbone.depths == [2, 2, 18, 2]
+    assert cfg.optim_wrapper.optimizer.lr == 1e-4
+
+
+def test_iteration_based_recipe(tiny_data_dir):
+    cfg = tinyfy_config(Config.fromfile(ADE), data_root=str(tiny_data_dir),
+                        max_iters=10)
+    assert cfg.train_cfg.max_iters == 10
+    assert cfg.model.data_preprocessor.size == (128, 128)
+    assert cfg.default_hooks.checkpoint.interval == 10
+    warmup, poly = cfg.param_scheduler
+    assert warmup.end <= poly.end <= 10
+    assert cfg.train_dataloader.dataset.data_root == str(
+        tiny_data_dir / 'ade20k')
+
+
+def test_video_recipe_paths_and_clips(tiny_data_dir):
+    cfg = tinyfy_config(Config.fromfile(K400), data_root=str(tiny_data_dir))
+    root = str(tiny_data_dir / 'kinetics')
+    ds = cfg.train_dataloader.dataset
+    assert ds.ann_file == root + '/kinetics400_train_list_videos.txt'
+    assert ds.data_prefix.video == root + '/videos_train'
+    assert osp.isfile(ds.ann_file)
+    sample = [t for t in ds.pipeline if t.type == 'SampleFrames'][0]
+    assert sample.clip_len == 8 and sample.num_clips == 1
+    assert cfg.model.backbone.pretrained is None
+
+
+def test_idempotent_and_options_from_config(tiny_data_dir):
+    cfg = Config.fromfile(SWIN_IN1K)
+    cfg.tiny = dict(max_epochs=3, data_root=str(tiny_data_dir))
+    once = tinyfy_config(cfg)
+    twice = tinyfy_config(once)
+    assert once.train_cfg.max_epochs == 3
+    assert twice.to_dict() == once.to_dict()
+    # the original is not modified
+    assert cfg.train_cfg.max_epochs == 300
+
+
+def test_bad_options_are_refused(tiny_data_dir):
+    cfg = Config.fromfile(SWIN_IN1K)
+    with pytest.raises(ValueError, match='Unknown tiny overlay options'):
+        tinyfy_config(cfg, max_epoch=3)
+    cfg.train_dataloader.dataset.type = 'LVISV1Dataset'
+    with pytest.raises(ValueError, match='known dataset type'):
+        tinyfy_config(cfg, data_root=str(tiny_data_dir))
+
+
+def test_tiny_runner_applies_overlay(tiny_data_dir, tmp_path):
+    from mmengine.registry import RUNNERS
+    cfg = Config.fromfile(SWIN_IN1K)
+    cfg.runner_type = 'mmvitaccel.TinyRunner'
+    cfg.tiny = dict(data_root=str(tiny_data_dir))
+    cfg.work_dir = str(tmp_path)
+    cfg.model.backbone.arch = dict(
+        embed_dims=32, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1])
+    cfg.model.head.in_channels = 256
+    runner = RUNNERS.build(cfg)
+    assert runner.cfg.tiny.applied
+    assert runner.cfg.train_cfg.max_epochs == 2

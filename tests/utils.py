@@ -1,0 +1,77 @@
+"""Shared helpers for the tests: tiny model overrides and one-step runs."""
+import os.path as osp
+
+import torch
+
+from mmengine.config import Config
+from mmengine.runner import Runner
+
+import mmvitaccel  # noqa: F401
+from mmvitaccel.utils.tiny import tinyfy_config
+
+REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+
+TINY_SWIN_DET = dict(embed_dims=32, depths=[1, 1, 2, 1], num_heads=[1, 2, 4, 8])
+
+#: config -> options that make its model small enough for a CPU train step
+#: (the full-size models are exercised under no_grad elsewhere)
+TINY_MODELS = {
+    'configs/_base_/swin_s_in1k.py': {
+        'model.backbone.arch': dict(_delete_=True, embed_dims=32, depths=[1, 1, 2, 1],
+                                    num_heads=[1, 2, 4, 8]),
+        'model.head.in_channels': 256,
+    },
+    'configs/_base_/deit_s_in1k.py': {
+        'model.backbone.arch': dict(_delete_=True, embed_dims=64, num_layers=2,
+                                    num_heads=2, feedforward_channels=128),
+        'model.head.in_channels': 64,
+    },
+    'configs/_base_/swin_s_cascade_mask_rcnn_3x_coco.py': {
+        **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
+        'model.neck.in_channels': [32, 64, 128, 256],
+    },
+    'configs/_base_/swin_s_upernet_ade20k.py': {
+        **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
+        'model.decode_head.in_channels': [32, 64, 128, 256],
+        'model.decode_head.channels': 64,
+        'model.auxiliary_head.in_channels': 128,
+        'model.auxiliary_head.channels': 32,
+    },
+    'configs/_base_/swin_t_k400.py': {
+        'model.backbone.arch': dict(_delete_=True, embed_dims=32, depths=[1, 1, 2, 1],
+                                    num_heads=[1, 2, 4, 8]),
+        'model.cls_head.in_channels': 256,
+    },
+}
+
+
+def tiny_config(config, work_dir, data_root, **tiny_options):
+    """Load ``config`` with a tiny model, on tiny data, at CPU scale."""
+    cfg = Config.fromfile(osp.join(REPO, config))
+    cfg.merge_from_dict(TINY_MODELS.get(config, {}))
+    cfg.work_dir = str(work_dir)
+    return tinyfy_config(cfg, data_root=str(data_root), **tiny_options)
+
+
+def train_and_predict_one_batch(cfg):
+    """One optimizer step and one prediction, as the runner would do them.
+
+    Returns:
+        tuple: (dict of loss tensors, list of predictions, metrics dict).
+    """
+    runner = Runner.from_cfg(cfg)
+    model = runner.model
+    optim_wrapper = runner.build_optim_wrapper(cfg.optim_wrapper)
+    train_loader = runner.build_dataloader(cfg.train_dataloader)
+    model.train()
+    losses = model.train_step(next(iter(train_loader)), optim_wrapper)
+    model.eval()
+    test_loader = runner.build_dataloader(cfg.test_dataloader)
+    evaluator = runner.build_evaluator(cfg.test_evaluator)
+    evaluator.dataset_meta = test_loader.dataset.metainfo
+    batch = next(iter(test_loader))
+    with torch.no_grad():  # as the runner's test loop does
+        preds = model.test_step(batch)
+    evaluator.process(preds, batch)
+    metrics = evaluator.evaluate(len(preds))
+    return losses, preds, metrics

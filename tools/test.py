@@ -1,0 +1,38 @@
+"""Test (evaluate) a checkpoint of any mmpretrain, mmdet, mmseg or mmaction2
+config.
+
+    python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out FILE]
+        [--tiny] [--cfg-options k=v ...] [--launcher pytorch]
+"""
+import argparse
+
+import mmvitaccel  # noqa: F401  (registers components, applies compat fixes)
+from mmvitaccel.utils.launch import add_common_args, build_runner, load_config
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description='Test (and eval) a model')
+    parser.add_argument('config', help='test config file path')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument(
+        '--out', help='dump the predictions to a pickle file (.pkl)')
+    add_common_args(parser)
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    cfg = load_config(args)
+    cfg.load_from = args.checkpoint
+    if args.out is not None:
+        assert args.out.endswith(('.pkl', '.pickle')), \
+            'The dump file must be a pkl file.'
+        cfg.test_evaluator = [cfg.test_evaluator] if isinstance(
+            cfg.test_evaluator, dict) else list(cfg.test_evaluator)
+        cfg.test_evaluator.append(dict(type='DumpResults', out_file_path=args.out))
+    runner = build_runner(cfg)
+    runner.test()
+
+
+if __name__ == '__main__':
+    main()

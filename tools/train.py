@@ -1,0 +1,52 @@
+"""Train any mmpretrain, mmdet, mmseg or mmaction2 config (with or without
+mmvitaccel components).
+
+    python tools/train.py CONFIG [--work-dir DIR] [--resume [CKPT]] [--amp]
+        [--tiny] [--cfg-options k=v ...] [--launcher pytorch]
+"""
+import argparse
+
+import mmvitaccel  # noqa: F401  (registers components, applies compat fixes)
+from mmvitaccel.utils.launch import (add_common_args, build_runner,
+                                     enable_amp, load_config)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description='Train a model')
+    parser.add_argument('config', help='train config file path')
+    parser.add_argument(
+        '--resume',
+        nargs='?',
+        type=str,
+        const='auto',
+        help='resume from the given checkpoint, or from the latest one in '
+        'the work dir if no path is given')
+    parser.add_argument(
+        '--amp', action='store_true', help='automatic mixed precision')
+    parser.add_argument(
+        '--auto-scale-lr',
+        action='store_true',
+        help='scale the lr by the actual batch size (auto_scale_lr)')
+    add_common_args(parser)
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    cfg = load_config(args)
+    if args.amp:
+        enable_amp(cfg)
+    if args.auto_scale_lr:
+        cfg.auto_scale_lr.enable = True
+    if args.resume == 'auto':
+        cfg.resume = True
+        cfg.load_from = None
+    elif args.resume is not None:
+        cfg.resume = True
+        cfg.load_from = args.resume
+    runner = build_runner(cfg)
+    runner.train()
+
+
+if __name__ == '__main__':
+    main()
