@@ -1,0 +1,209 @@
+"""Tests of the interleaved benchmark (mmvitaccel.utils.benchmark) and its
+CLI tools/analysis/benchmark.py."""
+import json
+import os.path as osp
+import subprocess
+import sys
+
+import pytest
+
+from mmvitaccel.utils.benchmark import (BenchmarkResult, RatioStats,
+                                        interleaved_benchmark, quantile)
+
+REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+
+
+class FakeClock:
+    """A clock that only moves when a fake callable says so."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def work(self, seconds):
+        self.now += seconds
+
+
+def _fakes(clock, costs, calls):
+    """Callables that record their calls and advance the clock."""
+
+    def make(name):
+
+        def fn():
+            calls.append(name)
+            cost = costs[name]
+            clock.work(cost() if callable(cost) else cost)
+
+        return fn
+
+    return {name: make(name) for name in costs}
+
+
+def test_order_alternates_and_warmup():
+    clock, calls = FakeClock(), []
+    fns = _fakes(clock, {'base': 1.0, 'cand': 0.5}, calls)
+    res = interleaved_benchmark(fns,
+                                rounds=4,
+                                iters_per_round=3,
+                                warmup=2,
+                                clock=clock)
+    # warm-up alternates call by call, then blocks of 3 alternate by round
+    assert calls[:4] == ['base', 'cand', 'base', 'cand']
+    timed = calls[4:]
+    assert timed == (['base'] * 3 + ['cand'] * 3) * 4
+    assert res.order == ['base', 'cand'] * 4
+    assert len(res.throughput['base']) == len(res.throughput['cand']) == 4
+
+
+def test_three_callables_round_robin():
+    clock, calls = FakeClock(), []
+    fns = _fakes(clock, {'a': 1.0, 'b': 2.0, 'c': 4.0}, calls)
+    res = interleaved_benchmark(fns,
+                                rounds=2,
+                                iters_per_round=1,
+                                warmup=0,
+                                clock=clock)
+    assert calls == ['a', 'b', 'c', 'a', 'b', 'c']
+    assert res.baseline == 'a'
+    assert res.speedup['b'].median == pytest.approx(0.5)
+    assert res.speedup['c'].median == pytest.approx(0.25)
+
+
+def test_ratio_and_spread_with_injected_clock():
+    clock, calls = FakeClock(), []
+    # the machine slows down in round 2 (both sides), and the candidate is
+    # always exactly twice as fast within a round
+    base_costs = iter([1.0, 1.0, 3.0, 1.0, 1.0])
+    cand_costs = iter([0.5, 0.5, 1.5, 0.25, 0.5])
+    fns = _fakes(
+        clock, {
+            'baseline': lambda: next(base_costs),
+            'candidate': lambda: next(cand_costs)
+        }, calls)
+    res = interleaved_benchmark(fns,
+                                rounds=5,
+                                iters_per_round=1,
+                                warmup=0,
+                                items_per_call=8,
+                                baseline='baseline',
+                                clock=clock)
+    assert res.throughput['baseline'] == pytest.approx(
+        [8.0, 8.0, 8 / 3, 8.0, 8.0])
+    assert res.throughput['candidate'] == pytest.approx(
+        [16.0, 16.0, 16 / 3, 32.0, 16.0])
+    assert res.median == pytest.approx({'baseline': 8.0, 'candidate': 16.0})
+    assert res.ratios['candidate'] == pytest.approx([2, 2, 2, 4, 2])
+    s = res.speedup['candidate']
+    assert (s.median, s.q1, s.q3, s.min, s.max) == pytest.approx(
+        (2.0, 2.0, 2.0, 2.0, 4.0))
+    assert 'baseline' not in res.ratios
+    table = res.format()
+    assert 'candidate' in table and '2.000' in table
+
+
+def test_iters_per_round_timed_as_block():
+    clock, calls = FakeClock(), []
+    fns = _fakes(clock, {'x': 0.1, 'y': 0.4}, calls)
+    res = interleaved_benchmark(fns,
+                                rounds=3,
+                                iters_per_round=5,
+                                warmup=1,
+                                clock=clock)
+    assert res.throughput['x'] == pytest.approx([10.0] * 3)
+    assert res.throughput['y'] == pytest.approx([2.5] * 3)
+    assert res.speedup['y'].median == pytest.approx(0.25)
+
+
+def test_quantile_and_ratio_stats():
+    assert quantile([4, 1, 3, 2], 0.5) == pytest.approx(2.5)
+    assert quantile([1, 2, 3, 4, 5], 0.25) == pytest.approx(2.0)
+    assert quantile([1, 2], 0.75) == pytest.approx(1.75)
+    s = RatioStats.of([1.0, 3.0, 2.0])
+    assert (s.median, s.min, s.max) == (2.0, 1.0, 3.0)
+
+
+def test_result_json_roundtrip(tmp_path):
+    clock, calls = FakeClock(), []
+    fns = _fakes(clock, {'a': 1.0, 'b': 0.5}, calls)
+    res = interleaved_benchmark(fns,
+                                rounds=2,
+                                iters_per_round=1,
+                                warmup=0,
+                                clock=clock,
+                                settings=dict(threads=1))
+    out = tmp_path / 'sub' / 'r.json'
+    res.dump(str(out))
+    data = json.loads(out.read_text())
+    assert data['settings']['threads'] == 1
+    assert data['speedup']['b']['median'] == pytest.approx(2.0)
+    assert isinstance(res, BenchmarkResult)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        interleaved_benchmark({})
+    with pytest.raises(KeyError):
+        interleaved_benchmark({'a': lambda: None}, baseline='b', rounds=1)
+
+
+TINY_VIT = """_base_ = 'mmpretrain::deit/deit-small_4xb256_in1k.py'
+model = dict(
+    backbone=dict(arch=dict(_delete_=True, embed_dims={dim},
+                            num_layers={layers},
+                            num_heads=2, feedforward_channels={ffn}),
+                  img_size=64),
+    head=dict(in_channels={dim}))
+"""
+
+
+def _tiny_configs(tmp_path):
+    base = tmp_path / 'base.py'
+    base.write_text(TINY_VIT.format(dim=64, layers=2, ffn=128))
+    cand = tmp_path / 'cand.py'
+    cand.write_text(TINY_VIT.format(dim=32, layers=1, ffn=64))
+    return str(cand), str(base)
+
+
+def test_cli_end_to_end(tmp_path):
+    cand, base = _tiny_configs(tmp_path)
+    out = tmp_path / 'bench.json'
+    cmd = [
+        sys.executable,
+        osp.join(REPO, 'tools', 'analysis',
+                 'benchmark.py'), cand, '--baseline', base, '--shape', '64',
+        '64', '--rounds', '2', '--iters-per-round', '1', '--warmup', '1',
+        '--threads', '1', '--batch-size', '2', '--out',
+        str(out)
+    ]
+    proc = subprocess.run(cmd,
+                          cwd=REPO,
+                          capture_output=True,
+                          text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'speed-up' in proc.stdout and 'candidate' in proc.stdout
+    data = json.loads(out.read_text())
+    assert data['order'] == ['baseline', 'candidate'] * 2
+    assert data['settings']['threads'] == 1
+    assert data['settings']['inputs']['candidate'] == '2x3x64x64'
+    assert len(data['ratios']['candidate']) == 2
+    assert data['speedup']['candidate']['median'] > 0
+
+
+def test_cli_model_part_in_process(tmp_path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        'bench_cli', osp.join(REPO, 'tools', 'analysis', 'benchmark.py'))
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    cand, base = _tiny_configs(tmp_path)
+    res = cli.main([
+        cand, '--baseline', base, '--part', 'model', '--shape', '64',
+        '--rounds', '1', '--iters-per-round', '1', '--warmup', '0',
+        '--threads', '1'
+    ])
+    assert res.names == ['baseline', 'candidate']
+    assert res.settings['part'] == 'model'
+    assert all(v > 0 for v in res.median.values())
