@@ -27,6 +27,7 @@ if [ -z "${PYTHON:-}" ]; then
 fi
 
 if [ -f "$STAMP" ] && [ "$STAMP" -nt "$ROOT/setup.py" ] \
+    && [ "$STAMP" -nt "$ROOT/tools/setup_env.sh" ] \
     && [ "$STAMP" -nt "$ROOT/requirements/runtime.txt" ] \
     && [ "$STAMP" -nt "$ROOT/requirements/tests.txt" ]; then
     echo "[setup] $VENV is up to date"
@@ -47,6 +48,13 @@ PIP=("$PY" -m pip --disable-pip-version-check)
 log "installing torch $TORCH_VERSION"
 "${PIP[@]}" install -q -r "$ROOT/requirements/torch.txt"
 
+# The OpenMMLab packages do not require mmcv in their metadata, so the pinned
+# stack (and mmcv's own runtime dependencies) go in first; mmcv comes last.
+log "installing the OpenMMLab stack"
+"${PIP[@]}" install -q -r "$ROOT/requirements/runtime.txt" \
+    -r "$ROOT/requirements/tests.txt" \
+    addict packaging Pillow pyyaml yapf opencv-python
+
 have_mmcv() {
     "$PY" - <<'PYEOF' 2>/dev/null
 import mmcv, torch
@@ -61,13 +69,12 @@ if ! have_mmcv; then
     WHEEL="$(ls "$WHEEL_DIR"/mmcv-"$MMCV_VERSION"-*.whl 2>/dev/null | head -n1 || true)"
     if [ -z "$WHEEL" ]; then
         BUILD="$(mktemp -d)"
-        log "building mmcv $MMCV_VERSION with ops (several minutes) in $BUILD"
+        log "building mmcv $MMCV_VERSION with ops (about 15 minutes on 2 cores) in $BUILD"
         "${PIP[@]}" download -q --no-deps --no-build-isolation --no-binary :all: "mmcv==$MMCV_VERSION" -d "$BUILD"
         tar -xzf "$BUILD"/mmcv-"$MMCV_VERSION".tar.gz -C "$BUILD"
         SRC="$BUILD/mmcv-$MMCV_VERSION"
         sed -i 's/-std=c++17/-std=c++20/g' "$SRC/setup.py"
         grep -q 'c++20' "$SRC/setup.py" || { echo "C++20 patch did not apply" >&2; exit 1; }
-        "${PIP[@]}" install -q -r "$SRC/requirements/runtime.txt"
         (cd "$SRC" && MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}" \
             "${PIP[@]}" wheel -v --no-build-isolation --no-deps . -w "$BUILD/dist" > "$BUILD/build.log" 2>&1) \
             || { tail -n 50 "$BUILD/build.log"; exit 1; }
@@ -78,12 +85,9 @@ if ! have_mmcv; then
         log "using cached mmcv wheel $WHEEL"
     fi
     "${PIP[@]}" install -q --no-deps --force-reinstall "$WHEEL"
-    "${PIP[@]}" install -q addict packaging Pillow pyyaml yapf opencv-python
     have_mmcv || { echo "mmcv with ops does not import" >&2; exit 1; }
 fi
 
-log "installing the OpenMMLab stack"
-"${PIP[@]}" install -q -r "$ROOT/requirements/runtime.txt" -r "$ROOT/requirements/tests.txt"
 log "installing mmvitaccel (editable)"
 "${PIP[@]}" install -q --no-build-isolation --no-deps -e "$ROOT"
 "$PY" -c 'import mmvitaccel; print("[setup] mmvitaccel", mmvitaccel.__version__, "ready")'
