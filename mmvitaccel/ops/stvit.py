@@ -1,0 +1,195 @@
+"""STViT token operators: initial cluster centres by spatial pooling.
+
+Paper: Chang et al., *Making Vision Transformers Efficient from A Token
+Sparsification View* (CVPR 2023); design notes in ``docs/stvit_design.md``.
+
+STGM layer 1 starts from initial cluster centres ``P``: each window of image
+tokens (a 7x7 Swin window, or the whole map for DeiT) is pooled to
+``w_s x w_s`` tokens. The bins are those of
+:func:`torch.nn.functional.adaptive_max_pool2d` (7 -> 3 gives the
+overlapping rows 0-2, 2-4, 4-6), so that the authors' pooling is reproduced
+exactly on unpadded windows. Padded tokens never enter a centre; a centre
+whose bin lies entirely in the padding is zero and marked invalid.
+
+Plain torch: no registry, no OpenMMLab imports.
+"""
+import torch
+import torch.nn as nn
+
+POOLING_MODES = ('max', 'avg')
+
+
+def adaptive_bins(in_size, out_size):
+    """The bins of adaptive pooling along one axis.
+
+    Args:
+        in_size (int): input length.
+        out_size (int): number of bins, ``<= in_size``.
+
+    Returns:
+        list[tuple[int, int]]: ``[start, end)`` of each bin, with
+        ``start = floor(i * in / out)`` and ``end = ceil((i + 1) * in / out)``.
+    """
+    if not 1 <= out_size <= in_size:
+        raise ValueError(f'cannot pool {in_size} tokens into {out_size} bins')
+    return [((i * in_size) // out_size, -(-(i + 1) * in_size // out_size))
+            for i in range(out_size)]
+
+
+def bin_indices(window, out, device=None):
+    """Token indices of each 2-D adaptive bin of a window.
+
+    Args:
+        window (tuple[int, int]): window ``(h, w)``.
+        out (tuple[int, int]): bins ``(h_s, w_s)``.
+        device (torch.device, optional): device of the result.
+
+    Returns:
+        Tensor: ``(h_s * w_s, n_b)`` long indices into the ``h * w`` raster
+        tokens of the window, ``n_b`` the largest bin size, and a bool
+        tensor of the same shape that is False where a smaller bin is padded
+        to ``n_b`` (padded slots repeat the bin's first token).
+    """
+    h, w = window
+    bins = []
+    for r0, r1 in adaptive_bins(h, out[0]):
+        for c0, c1 in adaptive_bins(w, out[1]):
+            bins.append([r * w + c for r in range(r0, r1)
+                         for c in range(c0, c1)])
+    n_b = max(len(b) for b in bins)
+    index = torch.tensor([b + [b[0]] * (n_b - len(b)) for b in bins],
+                         device=device)
+    present = torch.tensor([[True] * len(b) + [False] * (n_b - len(b))
+                            for b in bins],
+                           device=device)
+    return index, present
+
+
+def _bin_members(windows, window, out, valid):
+    """Gather bin members: ``(N, S, n_b, C)`` tokens and ``(N|nW, S, n_b)``
+    membership (bin slot used and token valid)."""
+    index, present = bin_indices(window, out, windows.device)
+    members = windows[:, index]  # (N, S, n_b, C)
+    keep = present[None]
+    if valid is not None:
+        if valid.shape[-1] != windows.shape[1]:
+            raise ValueError(f'mask of {valid.shape[-1]} tokens for windows '
+                             f'of {windows.shape[1]}')
+        keep = keep & valid[:, index]  # (nW, S, n_b)
+    return members, _per_window(keep, windows.shape[0])
+
+
+def _per_window(mask, n):
+    """Repeat a per-window mask ``(nW, ...)`` over the batch: ``(n, ...)``."""
+    if mask.shape[0] == n:
+        return mask
+    if n % mask.shape[0]:
+        raise ValueError(f'{n} windows is not a multiple of the mask\'s '
+                         f'{mask.shape[0]}')
+    return mask.repeat(n // mask.shape[0], *[1] * (mask.dim() - 1))
+
+
+def pool_centres(windows, window, out, mode='max', valid=None):
+    """Initial cluster centres ``P`` by non-parametric adaptive pooling.
+
+    ``P_s = max_{t in bin s, t valid} X_t`` (``mode='max'``, the authors'
+    choice) or the mean over the same tokens (``mode='avg'``).
+
+    Args:
+        windows (Tensor): ``(N, h * w, C)`` image tokens per window, raster
+            order (``N = B * nW``).
+        window (tuple[int, int]): window ``(h, w)``.
+        out (tuple[int, int]): ``(h_s, w_s)`` centres per window.
+        mode (str): ``'max'`` or ``'avg'``.
+        valid (Tensor, optional): ``(nW, h * w)`` or ``(N, h * w)`` bool,
+            False on padding.
+
+    Returns:
+        tuple[Tensor, Tensor]: centres ``(N, h_s * w_s, C)`` (zero where the
+        bin has no valid token) and their validity ``(N, h_s * w_s)``.
+    """
+    if mode not in POOLING_MODES:
+        raise ValueError(f'unknown pooling mode {mode!r}; choose from '
+                         f'{POOLING_MODES}')
+    members, keep = _bin_members(windows, window, out, valid)
+    centre_valid = keep.any(-1)
+    if mode == 'max':
+        centres = members.masked_fill(~keep[..., None],
+                                      float('-inf')).amax(2)
+        centres = centres.masked_fill(~centre_valid[..., None], 0.)
+    else:
+        weight = keep.to(windows.dtype)
+        weight = weight / weight.sum(-1, keepdim=True).clamp(min=1)
+        centres = (weight[..., None] * members).sum(2)
+    return centres, centre_valid
+
+
+class IntraInterPooling(nn.Module):
+    """Learnable intra- and inter-window spatial pooling of STViT.
+
+    The paper's equations were lost in our copy; this is the reconstruction
+    of ``docs/stvit_design.md`` (section 5), which fits the paper's stated
+    budget (about 0.05% of DeiT-T's parameters):
+
+    * intra-window mask ``M = f_intra(X)``, ``f_intra = Linear(C, 1)``;
+    * integrated tokens ``P^_s = softmax(M_s) . X_s`` over the tokens of bin
+      ``s``;
+    * inter-window offset ``O = f_inter(P^)``, ``f_inter = Linear(C, n_b)``
+      applied to each integrated token, one offset per bin member;
+    * centres ``P_s = softmax(M_s + O_s) . X_s``.
+
+    Both layers are zero-initialised, so the module starts as average
+    pooling (and a pretrained backbone is not disturbed).
+
+    Args:
+        embed_dims (int): channels ``C``.
+        window (tuple[int, int]): window ``(h, w)`` the bins are cut from.
+        out (tuple[int, int]): ``(h_s, w_s)`` centres per window.
+    """
+
+    def __init__(self, embed_dims, window, out):
+        super().__init__()
+        self.window = tuple(window)
+        self.out = tuple(out)
+        index, _ = bin_indices(self.window, self.out)
+        self.bin_size = index.shape[1]
+        self.intra = nn.Linear(embed_dims, 1)
+        self.inter = nn.Linear(embed_dims, self.bin_size)
+        for layer in (self.intra, self.inter):
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, windows, valid=None):
+        """Pool windows into centres.
+
+        Args:
+            windows (Tensor): ``(N, h * w, C)`` image tokens per window.
+            valid (Tensor, optional): ``(nW, h * w)`` or ``(N, h * w)`` bool.
+
+        Returns:
+            tuple[Tensor, Tensor]: centres ``(N, h_s * w_s, C)`` and their
+            validity ``(N, h_s * w_s)``.
+        """
+        members, keep = _bin_members(windows, self.window, self.out, valid)
+        centre_valid = keep.any(-1)
+        # M: intra-window mask, one logit per token of each bin
+        logits = self.intra(members)[..., 0]  # (N, S, n_b)
+        logits = logits.masked_fill(~keep, float('-inf'))
+        # P^_s = softmax(M_s) . X_s
+        integrated = _masked_softmax_pool(logits, members, centre_valid)
+        # O = f_inter(P^); P_s = softmax(M_s + O_s) . X_s
+        offsets = self.inter(integrated)  # (N, S, n_b)
+        centres = _masked_softmax_pool(logits + offsets, members,
+                                       centre_valid)
+        return centres, centre_valid
+
+    def extra_repr(self):
+        return f'window={self.window}, out={self.out}'
+
+
+def _masked_softmax_pool(logits, members, centre_valid):
+    """``softmax(logits) . members`` per bin; empty bins give zeros."""
+    logits = logits.masked_fill(~centre_valid[..., None], 0.)
+    weight = logits.softmax(-1)
+    pooled = (weight[..., None] * members).sum(2)
+    return pooled.masked_fill(~centre_valid[..., None], 0.)

@@ -1,0 +1,95 @@
+"""STViT initial cluster centres (mmvitaccel.ops.stvit)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mmvitaccel.ops import (IntraInterPooling, adaptive_bins, bin_indices,
+                            pad_to_multiple, pool_centres, window_partition)
+
+
+def test_adaptive_bins_match_torch():
+    assert adaptive_bins(7, 3) == [(0, 3), (2, 5), (4, 7)]
+    assert adaptive_bins(14, 4) == [(0, 4), (3, 7), (7, 11), (10, 14)]
+    with pytest.raises(ValueError, match='cannot pool'):
+        adaptive_bins(3, 4)
+
+
+@pytest.mark.parametrize('window,out', [((7, 7), (3, 3)), ((14, 14), (4, 4)),
+                                        ((5, 7), (3, 2))])
+@pytest.mark.parametrize('mode', ['max', 'avg'])
+def test_pool_equals_torch_adaptive_pooling(window, out, mode):
+    x = torch.randn(6, window[0] * window[1], 8)
+    centres, valid = pool_centres(x, window, out, mode)
+    grid = x.transpose(1, 2).reshape(6, 8, *window)
+    ref = (F.adaptive_max_pool2d if mode == 'max' else F.adaptive_avg_pool2d)(
+        grid, out).flatten(2).transpose(1, 2)
+    assert valid.all()
+    torch.testing.assert_close(centres, ref)
+
+
+@pytest.mark.parametrize('mode', ['max', 'avg'])
+def test_pool_ignores_padding(mode):
+    # a 9x12 map padded to 14x14: bins fully inside the padding are invalid
+    x = torch.randn(2, 9, 12, 4)
+    xp, valid_map = pad_to_multiple(x, 7)
+    noisy = xp.clone()
+    noisy[:, ~valid_map] = 100 * torch.randn_like(noisy[:, ~valid_map])
+    valid = window_partition(valid_map, 7)
+    c1, v1 = pool_centres(window_partition(xp, 7), (7, 7), (3, 3), mode,
+                          valid)
+    c2, v2 = pool_centres(window_partition(noisy, 7), (7, 7), (3, 3), mode,
+                          valid)
+    torch.testing.assert_close(c1, c2)
+    assert torch.equal(v1, v2)
+    # window (1, 0) holds local rows 0-1 only: the bin rows 2-4 and 4-6 lie
+    # in the padding; window (0, 1) holds local cols 0-4: all bins valid
+    assert v1.shape == (8, 9)
+    assert v1[2].view(3, 3)[0].all() and not v1[2].view(3, 3)[1:].any()
+    assert v1[1].all() and v1[3].view(3, 3)[0].all()
+    assert (c1[~v1] == 0).all()
+    # a valid centre is the max over the valid tokens of its bin only
+    if mode == 'max':
+        window = window_partition(xp, 7)[2].view(7, 7, 4)
+        torch.testing.assert_close(c1[2, 0], window[0:2, 0:3].amax((0, 1)))
+
+
+def test_intra_inter_starts_as_average_pooling():
+    x = torch.randn(4, 49, 16)
+    pool = IntraInterPooling(16, (7, 7), (3, 3))
+    centres, valid = pool(x)
+    avg, _ = pool_centres(x, (7, 7), (3, 3), 'avg')
+    torch.testing.assert_close(centres, avg)
+    assert valid.all()
+    # parameters: Linear(C, 1) + Linear(C, 9)
+    assert sum(p.numel() for p in pool.parameters()) == 17 + 16 * 9 + 9
+
+
+def test_intra_inter_learns_and_ignores_padding():
+    torch.manual_seed(0)
+    pool = IntraInterPooling(8, (7, 7), (3, 3))
+    for layer in (pool.intra, pool.inter):
+        torch.nn.init.normal_(layer.weight)
+    x = torch.randn(1, 10, 10, 8)
+    xp, valid_map = pad_to_multiple(x, 7)
+    valid = window_partition(valid_map, 7)
+    noisy = xp.clone()
+    noisy[:, ~valid_map] = 50 * torch.randn_like(noisy[:, ~valid_map])
+    c1, v1 = pool(window_partition(xp, 7), valid)
+    c2, _ = pool(window_partition(noisy, 7), valid)
+    torch.testing.assert_close(c1, c2)
+    c1[v1].sum().backward()
+    assert pool.intra.weight.grad.abs().sum() > 0
+    assert pool.inter.weight.grad.abs().sum() > 0
+
+
+def test_uneven_bins():
+    index, present = bin_indices((5, 5), (3, 3))
+    assert index.shape == (9, 9)  # bins of 2x2, 2x3, 3x3 ... padded to 9
+    assert present.sum() == sum((e - s) * (e2 - s2)
+                                for s, e in adaptive_bins(5, 3)
+                                for s2, e2 in adaptive_bins(5, 3))
+
+
+def test_unknown_mode_refused():
+    with pytest.raises(ValueError, match='unknown pooling mode'):
+        pool_centres(torch.zeros(1, 49, 2), (7, 7), (3, 3), 'median')
