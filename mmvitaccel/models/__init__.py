@@ -1,0 +1,3 @@
+from . import layers  # noqa: F401
+
+__all__ = ['layers']

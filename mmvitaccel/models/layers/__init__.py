@@ -1,0 +1,3 @@
+from .semantic_attention import CrossAttentionSwinBlock, MaskedWindowSwinBlock
+
+__all__ = ['CrossAttentionSwinBlock', 'MaskedWindowSwinBlock']

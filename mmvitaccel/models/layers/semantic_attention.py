@@ -1,0 +1,171 @@
+"""Swin blocks that attend across token sets, with padding masks.
+
+STViT's STGM, semantic and recovery layers are ordinary transformer layers
+whose queries and keys come from different token sets (image tokens,
+cluster centres, semantic tokens). To let a pretrained Swin checkpoint
+initialise them unchanged, they subclass mmdet's
+:class:`~mmdet.models.backbones.swin.SwinBlock` and keep its parameter names
+(``norm1``, ``attn.w_msa.qkv``, ``attn.w_msa.proj``, ``norm2``, ``ffn``).
+The fused ``qkv`` projection is split at run time: rows ``[:C]`` project the
+queries, rows ``[C:]`` the keys and values.
+"""
+import torch
+import torch.nn.functional as F
+import torch.utils.checkpoint as cp
+from mmdet.models.backbones.swin import SwinBlock
+
+from ...ops import window_partition, window_reverse
+
+
+def _key_mask(key_valid, batch_windows):
+    """``(nW|N, Lk)`` bool -> ``(N, 1, 1, Lk)`` for SDPA (True = attend)."""
+    if key_valid is None:
+        return None
+    if key_valid.shape[0] != batch_windows:
+        key_valid = key_valid.repeat(batch_windows // key_valid.shape[0], 1)
+    return key_valid[:, None, None, :]
+
+
+class CrossAttentionSwinBlock(SwinBlock):
+    """A Swin block whose queries attend to another set of tokens.
+
+    ``x' = shortcut + DropPath(Proj(softmax(q k^T * s + mask) v))`` with
+    ``q = W_q LN1(query)`` and ``k, v = W_kv LN1(keys)``, then
+    ``x = x' + FFN(LN2(x'))``. One LayerNorm is shared by queries and keys,
+    as in the authors' code. There is no relative position bias (queries
+    and keys do not share a grid); the table inherited from Swin is removed,
+    so a Swin checkpoint leaves exactly ``relative_position_bias_table`` and
+    ``relative_position_index`` of these blocks unused.
+
+    Args:
+        embed_dims (int): channels ``C``.
+        num_heads (int): attention heads.
+        feedforward_channels (int): FFN hidden channels.
+        **kwargs: the other arguments of mmdet's ``SwinBlock``
+            (``qkv_bias``, ``qk_scale``, ``drop_rate``, ``attn_drop_rate``,
+            ``drop_path_rate``, ``act_cfg``, ``norm_cfg``, ``with_cp``,
+            ``init_cfg``); ``window_size``/``shift`` are meaningless here.
+    """
+
+    def __init__(self, embed_dims, num_heads, feedforward_channels,
+                 **kwargs):
+        kwargs.pop('shift', None)
+        super().__init__(embed_dims, num_heads, feedforward_channels,
+                         **kwargs)
+        del self.attn.w_msa.relative_position_bias_table
+        del self.attn.w_msa.relative_position_index
+        self.attn.w_msa.init_weights = lambda: None  # nothing left to init
+
+    def attend(self, queries, keys, key_valid=None):
+        """Multi-head cross-attention with the block's weights.
+
+        Args:
+            queries (Tensor): normalised queries ``(N, Lq, C)``.
+            keys (Tensor): normalised keys/values ``(N, Lk, C)``.
+            key_valid (Tensor, optional): ``(N, Lk)`` or per-window
+                ``(nW, Lk)`` bool; False keys get no attention. Every query
+                needs at least one valid key.
+
+        Returns:
+            Tensor: ``(N, Lq, C)`` after the output projection.
+        """
+        w_msa = self.attn.w_msa
+        N, Lq, C = queries.shape
+        Lk = keys.shape[1]
+        heads = w_msa.num_heads
+        weight, bias = w_msa.qkv.weight, w_msa.qkv.bias
+        q = F.linear(queries, weight[:C], None if bias is None else bias[:C])
+        kv = F.linear(keys, weight[C:], None if bias is None else bias[C:])
+        q = q.view(N, Lq, heads, C // heads).transpose(1, 2)
+        k, v = kv.view(N, Lk, 2, heads, C // heads).permute(2, 0, 3, 1, 4)
+        out = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=_key_mask(key_valid, N),
+            dropout_p=w_msa.attn_drop.p if self.training else 0.,
+            scale=w_msa.scale)
+        out = out.transpose(1, 2).reshape(N, Lq, C)
+        return w_msa.proj_drop(w_msa.proj(out))
+
+    def forward(self, query, keys, key_valid=None, shortcut=None):
+        """Attention from ``query`` to ``keys``, residual, FFN.
+
+        Args:
+            query (Tensor): ``(N, Lq, C)``.
+            keys (Tensor): ``(N, Lk, C)``.
+            key_valid (Tensor, optional): ``(N|nW, Lk)`` bool key mask.
+            shortcut (Tensor, optional): residual of the attention, default
+                ``query``.
+
+        Returns:
+            Tensor: ``(N, Lq, C)``.
+        """
+
+        def _inner_forward(query, keys):
+            identity = query if shortcut is None else shortcut
+            x = self.attn.drop(
+                self.attend(self.norm1(query), self.norm1(keys), key_valid))
+            x = x + identity
+            return self.ffn(self.norm2(x), identity=x)
+
+        if self.with_cp and query.requires_grad:
+            return cp.checkpoint(
+                _inner_forward, query, keys, use_reentrant=False)
+        return _inner_forward(query, keys)
+
+
+class MaskedWindowSwinBlock(SwinBlock):
+    """Swin's W-MSA block on a padded map, with padded keys masked out.
+
+    Upstream Swin zero-pads to window multiples and lets real tokens attend
+    to the padding, so its outputs depend on the padding. This block runs
+    the same computation (same weights, relative position bias included)
+    on windows of an already padded map and masks padded keys, so valid
+    outputs do not depend on what the padding holds. On an unpadded map it
+    equals the upstream block exactly. No shifted windows.
+
+    Args:
+        embed_dims (int): channels.
+        num_heads (int): attention heads.
+        feedforward_channels (int): FFN hidden channels.
+        window_size (int): window side.
+        **kwargs: the other arguments of mmdet's ``SwinBlock``.
+    """
+
+    def __init__(self, embed_dims, num_heads, feedforward_channels,
+                 window_size=7, **kwargs):
+        if kwargs.pop('shift', False):
+            raise ValueError('MaskedWindowSwinBlock has no shifted windows')
+        super().__init__(embed_dims, num_heads, feedforward_channels,
+                         window_size=window_size, **kwargs)
+
+    def forward(self, x, valid=None):
+        """W-MSA + FFN on a padded map.
+
+        Args:
+            x (Tensor): ``(B, Hp, Wp, C)``, sides multiples of the window.
+            valid (Tensor, optional): ``(Hp, Wp)`` bool, False on padding.
+
+        Returns:
+            Tensor: ``(B, Hp, Wp, C)``.
+        """
+        window = self.attn.window_size
+        B, Hp, Wp, C = x.shape
+        mask = None
+        if valid is not None and not bool(valid.all()):
+            key_valid = window_partition(valid, window)  # (nW, w*w)
+            mask = torch.zeros(key_valid.shape + key_valid.shape[-1:],
+                               dtype=x.dtype, device=x.device)
+            mask.masked_fill_(~key_valid[:, None, :], float('-inf'))
+
+        def _inner_forward(x):
+            windows = window_partition(self.norm1(x), window)
+            out = self.attn.w_msa(windows, mask=mask)
+            out = window_reverse(out, window, Hp, Wp)
+            x = x + self.attn.drop(out)
+            return self.ffn(self.norm2(x), identity=x)
+
+        if self.with_cp and x.requires_grad:
+            return cp.checkpoint(_inner_forward, x, use_reentrant=False)
+        return _inner_forward(x)
