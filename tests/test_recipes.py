@@ -11,6 +11,7 @@ EXPECTED_METRIC = {
     'configs/_base_/swin_s_cascade_mask_rcnn_3x_coco.py': 'coco/segm_mAP',
     'configs/_base_/swin_s_upernet_ade20k.py': 'mIoU',
     'configs/_base_/swin_t_k400.py': 'acc/top1',
+    'configs/stvit_r_swin_s_coco.py': 'coco/segm_mAP',
 }
 
 
@@ -18,6 +19,8 @@ EXPECTED_METRIC = {
 # so that the COCO metric has something to evaluate
 PREDICT_ALL = {
     'configs/_base_/swin_s_cascade_mask_rcnn_3x_coco.py':
+    dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
+    'configs/stvit_r_swin_s_coco.py':
     dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
 }
 

@@ -36,7 +36,7 @@ def test_cross_block_loads_swin_weights_and_matches_self_attention():
     x = torch.randn(3, 49, 32)
     with torch.no_grad():
         ref = torch.cat([swin(x[i:i + 1], (7, 7)) for i in range(3)])
-        out = cross(x, x)
+        out = cross(x, cross.key_values(x))
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 
 
@@ -52,9 +52,10 @@ def test_cross_block_ignores_masked_keys_and_trains():
     block.eval()
     with torch.no_grad():
         torch.testing.assert_close(
-            block(query, keys, valid), block(query, noisy, valid))
+            block(query, block.key_values(keys), valid),
+            block(query, block.key_values(noisy), valid))
     block.train()
-    block(query, keys, valid).sum().backward()
+    block(query, block.key_values(keys), valid).sum().backward()
     assert block.attn.w_msa.qkv.weight.grad[:32].abs().sum() > 0  # W_q
     assert block.attn.w_msa.qkv.weight.grad[32:].abs().sum() > 0  # W_kv
     assert block.ffn.layers[1].weight.grad.abs().sum() > 0

@@ -30,6 +30,12 @@ TINY_MODELS = {
         **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
         'model.neck.in_channels': [32, 64, 128, 256],
     },
+    'configs/stvit_r_swin_s_coco.py': {
+        **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
+        'model.backbone.arch': None,
+        'model.backbone.depths': [1, 1, 6, 1],  # one dumbbell unit
+        'model.neck.in_channels': [32, 64, 128, 256],
+    },
     'configs/_base_/swin_s_upernet_ade20k.py': {
         **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
         'model.decode_head.in_channels': [32, 64, 128, 256],

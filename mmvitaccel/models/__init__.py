@@ -1,3 +1,4 @@
-from . import layers  # noqa: F401
+from . import backbones, layers, utils  # noqa: F401
+from .backbones import *  # noqa: F401,F403
 
-__all__ = ['layers']
+__all__ = ['backbones', 'layers', 'utils']

@@ -155,6 +155,10 @@ class IntraInterPooling(nn.Module):
         self.bin_size = index.shape[1]
         self.intra = nn.Linear(embed_dims, 1)
         self.inter = nn.Linear(embed_dims, self.bin_size)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Zero both layers: the pooling starts as average pooling."""
         for layer in (self.intra, self.inter):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)

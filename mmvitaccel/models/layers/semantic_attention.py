@@ -30,7 +30,9 @@ class CrossAttentionSwinBlock(SwinBlock):
     """A Swin block whose queries attend to another set of tokens.
 
     ``x' = shortcut + DropPath(Proj(softmax(q k^T * s + mask) v))`` with
-    ``q = W_q LN1(query)`` and ``k, v = W_kv LN1(keys)``, then
+    ``q = W_q LN1(query)`` and ``k, v = W_kv LN1(keys)`` (computed by
+    :meth:`key_values`, so callers can project a map once and gather
+    windows of it), then
     ``x = x' + FFN(LN2(x'))``. One LayerNorm is shared by queries and keys,
     as in the authors' code. There is no relative position bias (queries
     and keys do not share a grid); the table inherited from Swin is removed,
@@ -56,12 +58,32 @@ class CrossAttentionSwinBlock(SwinBlock):
         del self.attn.w_msa.relative_position_index
         self.attn.w_msa.init_weights = lambda: None  # nothing left to init
 
-    def attend(self, queries, keys, key_valid=None):
+    def key_values(self, tokens):
+        """Keys and values of tokens: ``W_kv LN1(tokens)``.
+
+        Projecting a whole map once and then gathering windows from it is
+        the same as projecting every gathered window (LN and the projection
+        act per token), and much cheaper when windows overlap.
+
+        Args:
+            tokens (Tensor): ``(..., C)``.
+
+        Returns:
+            Tensor: ``(..., 2C)``, keys then values.
+        """
+        C = tokens.shape[-1]
+        weight, bias = self.attn.w_msa.qkv.weight, self.attn.w_msa.qkv.bias
+        return F.linear(
+            self.norm1(tokens), weight[C:],
+            None if bias is None else bias[C:])
+
+    def attend(self, queries, kv, key_valid=None):
         """Multi-head cross-attention with the block's weights.
 
         Args:
             queries (Tensor): normalised queries ``(N, Lq, C)``.
-            keys (Tensor): normalised keys/values ``(N, Lk, C)``.
+            kv (Tensor): projected keys and values ``(N, Lk, 2C)`` from
+                :meth:`key_values`.
             key_valid (Tensor, optional): ``(N, Lk)`` or per-window
                 ``(nW, Lk)`` bool; False keys get no attention. Every query
                 needs at least one valid key.
@@ -71,11 +93,10 @@ class CrossAttentionSwinBlock(SwinBlock):
         """
         w_msa = self.attn.w_msa
         N, Lq, C = queries.shape
-        Lk = keys.shape[1]
+        Lk = kv.shape[1]
         heads = w_msa.num_heads
         weight, bias = w_msa.qkv.weight, w_msa.qkv.bias
         q = F.linear(queries, weight[:C], None if bias is None else bias[:C])
-        kv = F.linear(keys, weight[C:], None if bias is None else bias[C:])
         q = q.view(N, Lq, heads, C // heads).transpose(1, 2)
         k, v = kv.view(N, Lk, 2, heads, C // heads).permute(2, 0, 3, 1, 4)
         out = F.scaled_dot_product_attention(
@@ -88,12 +109,12 @@ class CrossAttentionSwinBlock(SwinBlock):
         out = out.transpose(1, 2).reshape(N, Lq, C)
         return w_msa.proj_drop(w_msa.proj(out))
 
-    def forward(self, query, keys, key_valid=None, shortcut=None):
-        """Attention from ``query`` to ``keys``, residual, FFN.
+    def forward(self, query, kv, key_valid=None, shortcut=None):
+        """Attention from ``query`` to projected keys, residual, FFN.
 
         Args:
             query (Tensor): ``(N, Lq, C)``.
-            keys (Tensor): ``(N, Lk, C)``.
+            kv (Tensor): ``(N, Lk, 2C)`` from :meth:`key_values`.
             key_valid (Tensor, optional): ``(N|nW, Lk)`` bool key mask.
             shortcut (Tensor, optional): residual of the attention, default
                 ``query``.
@@ -102,17 +123,16 @@ class CrossAttentionSwinBlock(SwinBlock):
             Tensor: ``(N, Lq, C)``.
         """
 
-        def _inner_forward(query, keys):
+        def _inner_forward(query, kv):
             identity = query if shortcut is None else shortcut
-            x = self.attn.drop(
-                self.attend(self.norm1(query), self.norm1(keys), key_valid))
+            x = self.attn.drop(self.attend(self.norm1(query), kv, key_valid))
             x = x + identity
             return self.ffn(self.norm2(x), identity=x)
 
         if self.with_cp and query.requires_grad:
             return cp.checkpoint(
-                _inner_forward, query, keys, use_reentrant=False)
-        return _inner_forward(query, keys)
+                _inner_forward, query, kv, use_reentrant=False)
+        return _inner_forward(query, kv)
 
 
 class MaskedWindowSwinBlock(SwinBlock):

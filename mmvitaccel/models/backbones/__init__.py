@@ -1,0 +1,3 @@
+from .stvit_r_swin import DumbbellSwinBlockSequence, STViTRSwinTransformer
+
+__all__ = ['DumbbellSwinBlockSequence', 'STViTRSwinTransformer']
