@@ -114,30 +114,33 @@ def _history_buffer_getattr(obj, name):
 
 
 def _mmengine_checkpoint_globals():
-    """The non-tensor classes that mmengine's runner pickles in checkpoints.
+    """The non-tensor globals that mmengine's runner pickles in checkpoints
+    (checked with ``torch.serialization.get_unsafe_globals_in_checkpoint``
+    on a runner checkpoint): the message hub's ``HistoryBuffer`` and its
+    methods, and numpy arrays and scalars.
 
     Returns:
-        list: classes and functions for
-        :func:`torch.serialization.add_safe_globals`.
+        list: entries for :func:`torch.serialization.add_safe_globals`.
     """
     import numpy as np
-    from mmengine.config import ConfigDict
     from mmengine.logging import HistoryBuffer
 
     try:  # numpy >= 2
         from numpy._core.multiarray import _reconstruct, scalar
     except ImportError:  # numpy 1.x
         from numpy.core.multiarray import _reconstruct, scalar
-    numpy_types = [np.ndarray, np.dtype, _reconstruct, scalar]
-    # Since numpy 1.25 each dtype has its own class (np.dtypes.Float64DType).
-    dtypes = getattr(np, 'dtypes', None)
-    if dtypes is not None:
-        numpy_types += [
-            getattr(dtypes, name) for name in dir(dtypes)
-            if name.endswith('DType')
-        ]
-    return [HistoryBuffer, ConfigDict,
-            (_history_buffer_getattr, 'builtins.getattr')] + numpy_types
+    # numpy >= 1.25 rebuilds each dtype as an instance of its own class
+    dtype_classes = [
+        getattr(np.dtypes, name) for name in dir(getattr(np, 'dtypes', ()))
+        if name.endswith('DType')
+    ]
+    return dtype_classes + [
+        HistoryBuffer, np.ndarray, np.dtype, _reconstruct, scalar,
+        (_history_buffer_getattr, 'builtins.getattr'),
+        # checkpoints written under numpy 1.x name numpy.core
+        (_reconstruct, 'numpy.core.multiarray._reconstruct'),
+        (scalar, 'numpy.core.multiarray.scalar'),
+    ]
 
 
 def allow_mmengine_checkpoints():

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from mmvitaccel.utils.benchmark import (BenchmarkResult, RatioStats,
-                                        interleaved_benchmark, quantile)
+                                        interleaved_benchmark)
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
@@ -116,12 +116,15 @@ def test_iters_per_round_timed_as_block():
     assert res.speedup['y'].median == pytest.approx(0.25)
 
 
-def test_quantile_and_ratio_stats():
-    assert quantile([4, 1, 3, 2], 0.5) == pytest.approx(2.5)
-    assert quantile([1, 2, 3, 4, 5], 0.25) == pytest.approx(2.0)
-    assert quantile([1, 2], 0.75) == pytest.approx(1.75)
+def test_ratio_stats():
     s = RatioStats.of([1.0, 3.0, 2.0])
     assert (s.median, s.min, s.max) == (2.0, 1.0, 3.0)
+    # linear-interpolation quartiles, as numpy's default
+    s = RatioStats.of([4.0, 1.0, 3.0, 2.0, 5.0])
+    assert (s.q1, s.q3) == (2.0, 4.0)
+    s = RatioStats.of([1.0, 2.0])
+    assert (s.q1, s.q3) == pytest.approx((1.25, 1.75))
+    assert RatioStats.of([1.5]).q1 == 1.5
 
 
 def test_result_json_roundtrip(tmp_path):

@@ -66,13 +66,27 @@ def test_mmengine_checkpoint_loads_with_weights_only():
 def test_allow_list_is_needed():
     buf = io.BytesIO()
     torch.save(_runner_like_checkpoint(), buf)
+    saved = torch.serialization.get_safe_globals()
     torch.serialization.clear_safe_globals()
     try:
         buf.seek(0)
         with pytest.raises(pickle.UnpicklingError):
             torch.load(buf, weights_only=True)
     finally:
-        compat.allow_mmengine_checkpoints()
+        torch.serialization.add_safe_globals(saved)
+
+
+def test_numpy1_checkpoints_load():
+    """A numpy array pickled under numpy 1.x names ``numpy.core``."""
+    import numpy as np
+    buf = io.BytesIO()
+    # the legacy format keeps the pickle as is, so names can be rewritten
+    torch.save(dict(a=np.arange(3.)), buf, _use_new_zipfile_serialization=False)
+    data = buf.getvalue().replace(b'numpy._core.multiarray',
+                                  b'numpy.core.multiarray')
+    assert b'numpy.core.multiarray' in data and b'numpy._core' not in data
+    loaded = torch.load(io.BytesIO(data), weights_only=True)
+    assert loaded['a'].tolist() == [0., 1., 2.]
 
 
 class Arbitrary:

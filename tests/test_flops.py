@@ -294,3 +294,18 @@ def test_get_flops_cli_real_images(tmp_path, tiny_data_dir, capsys):
     out = capsys.readouterr().out
     assert 'mean of 2 test images' in out
     assert rows[1][3] > 0
+
+
+def test_einsum_counts_contractions_only():
+    import torch.nn as nn
+    from mmvitaccel.utils.flops import count_flops
+
+    class Einsums(nn.Module):
+
+        def forward(self, a, b):
+            moved = torch.einsum('bchw->bhwc', a)  # a permutation: free
+            prod = torch.einsum('bij,bjk->bik', b, b)  # b*i*j*k
+            return moved, prod
+
+    a, b = torch.randn(2, 3, 4, 5), torch.randn(2, 6, 6)
+    assert count_flops(Einsums(), (a, b)).total == 2 * 6 * 6 * 6

@@ -29,6 +29,8 @@ fi
 if [ -f "$STAMP" ] && [ "$STAMP" -nt "$ROOT/setup.py" ] \
     && [ "$STAMP" -nt "$ROOT/tools/setup_env.sh" ] \
     && [ "$STAMP" -nt "$ROOT/requirements/runtime.txt" ] \
+    && [ "$STAMP" -nt "$ROOT/requirements/torch.txt" ] \
+    && [ "$STAMP" -nt "$ROOT/requirements/build.txt" ] \
     && [ "$STAMP" -nt "$ROOT/requirements/tests.txt" ]; then
     echo "[setup] $VENV is up to date"
     exit 0

@@ -7,7 +7,9 @@ config.
 import argparse
 
 import mmvitaccel  # noqa: F401  (registers components, applies compat fixes)
-from mmvitaccel.utils.launch import add_common_args, build_runner, load_config
+from mmvitaccel.utils.launch import (add_common_args, build_runner,
+                                     load_config, set_local_rank)
+from mmvitaccel.utils.tiny import tinyfy_config
 
 
 def parse_args():
@@ -22,6 +24,7 @@ def parse_args():
 
 def main():
     args = parse_args()
+    set_local_rank(args)
     cfg = load_config(args)
     cfg.load_from = args.checkpoint
     if args.out is not None:
@@ -29,7 +32,10 @@ def main():
             'The dump file must be a pkl file.'
         cfg.test_evaluator = [cfg.test_evaluator] if isinstance(
             cfg.test_evaluator, dict) else list(cfg.test_evaluator)
-        cfg.test_evaluator.append(dict(type='DumpResults', out_file_path=args.out))
+        cfg.test_evaluator.append(
+            dict(type='DumpResults', out_file_path=args.out))
+    if args.tiny:
+        cfg = tinyfy_config(cfg)
     runner = build_runner(cfg)
     runner.test()
 

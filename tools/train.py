@@ -8,7 +8,8 @@ import argparse
 
 import mmvitaccel  # noqa: F401  (registers components, applies compat fixes)
 from mmvitaccel.utils.launch import (add_common_args, build_runner,
-                                     enable_amp, load_config)
+                                     enable_amp, load_config, set_local_rank)
+from mmvitaccel.utils.tiny import tinyfy_config
 
 
 def parse_args():
@@ -33,10 +34,15 @@ def parse_args():
 
 def main():
     args = parse_args()
+    set_local_rank(args)
     cfg = load_config(args)
     if args.amp:
         enable_amp(cfg)
     if args.auto_scale_lr:
+        if 'auto_scale_lr' not in cfg or \
+                'base_batch_size' not in cfg.auto_scale_lr:
+            raise RuntimeError('Can not find "auto_scale_lr" or '
+                               '"auto_scale_lr.base_batch_size" in the config')
         cfg.auto_scale_lr.enable = True
     if args.resume == 'auto':
         cfg.resume = True
@@ -44,6 +50,8 @@ def main():
     elif args.resume is not None:
         cfg.resume = True
         cfg.load_from = args.resume
+    if args.tiny:
+        cfg = tinyfy_config(cfg)
     runner = build_runner(cfg)
     runner.train()
 

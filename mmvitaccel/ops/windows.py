@@ -104,14 +104,17 @@ def neighbourhood_windows(x, valid, window, size):
     B, H, W, C = x.shape
     left = (size - window) // 2
     right = size - window - left
-    pad = (left, right, left, right)
-    # (B, C, H, W) -> (B, C * size * size, nW)
-    cols = F.unfold(
-        F.pad(x.permute(0, 3, 1, 2), pad), kernel_size=size, stride=window)
-    nW = cols.shape[-1]
-    keys = cols.view(B, C, size * size, nW).permute(0, 3, 2, 1)
-    mask = F.unfold(
-        F.pad(valid[None, None].to(x.dtype), pad),
-        kernel_size=size,
-        stride=window)
-    return keys.reshape(B * nW, size * size, C), mask[0].T > 0.5
+    # one channels-last gather from the zero-padded map: each region comes
+    # out contiguous, ready for the fused attention kernels
+    padded = F.pad(x, (0, 0, left, right, left, right))
+    width = W + left + right
+    offsets = torch.arange(size, device=x.device)
+    rows = torch.arange(0, H, window, device=x.device)[:, None] + offsets
+    cols = torch.arange(0, W, window, device=x.device)[:, None] + offsets
+    # (nh, nw, size, size) flat indices into the padded map
+    index = (rows[:, None, :, None] * width + cols[None, :, None, :])
+    index = index.reshape(-1)
+    nW = (H // window) * (W // window)
+    keys = padded.reshape(B, -1, C)[:, index].view(B * nW, size * size, C)
+    mask = F.pad(valid, (left, right, left, right)).reshape(-1)[index]
+    return keys, mask.view(nW, size * size)

@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 
 __all__ = [
-    'RatioStats', 'BenchmarkResult', 'interleaved_benchmark', 'quantile',
+    'RatioStats', 'BenchmarkResult', 'interleaved_benchmark',
     'default_num_threads', 'TOOLBOXES', 'DEFAULT_SHAPES', 'build_model',
     'load_config', 'toolbox_of', 'backbone_input', 'dummy_data_batch',
     'real_data_batches', 'tensor_mode_kwargs', 'parse_shape'
@@ -32,24 +32,6 @@ __all__ = [
 # --------------------------------------------------------------------------
 # timing
 # --------------------------------------------------------------------------
-
-
-def quantile(values: Sequence[float], q: float) -> float:
-    """Quantile with linear interpolation between order statistics (numpy's
-    default method).
-
-    Args:
-        values (Sequence[float]): Non-empty sample.
-        q (float): Quantile in ``[0, 1]``.
-
-    Returns:
-        float: The ``q`` quantile.
-    """
-    xs = sorted(values)
-    pos = q * (len(xs) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 @dataclass
@@ -76,8 +58,12 @@ class RatioStats:
         Args:
             ratios (Sequence[float]): Per-round ratios.
         """
-        return cls(statistics.median(ratios), quantile(ratios, 0.25),
-                   quantile(ratios, 0.75), min(ratios), max(ratios))
+        if len(ratios) > 1:  # numpy's default (linear) quantiles
+            q1, _, q3 = statistics.quantiles(ratios, n=4, method='inclusive')
+        else:
+            q1 = q3 = ratios[0]
+        return cls(statistics.median(ratios), q1, q3, min(ratios),
+                   max(ratios))
 
 
 @dataclass
@@ -276,17 +262,10 @@ def load_config(config: str,
     Returns:
         mmengine.Config: The config.
     """
-    from mmengine.config import Config
-    if '::' in config:
-        from mmengine.utils import get_installed_path
-        package, rel_path = config.split('::', 1)
-        config = os.path.join(get_installed_path(package), '.mim', 'configs',
-                              rel_path)
-    cfg = Config.fromfile(config)
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
+    from .launch import load_config_file
+    cfg = load_config_file(config, cfg_options)
     if tiny:
-        from mmvitaccel.utils.tiny import tinyfy_config
+        from .tiny import tinyfy_config
         cfg = tinyfy_config(cfg)
     return cfg
 

@@ -118,7 +118,7 @@ def baddbmm_flop_jit(inputs: List[Any], outputs: List[Any]) -> int:
 def einsum_exact_flop_jit(inputs: List[Any], outputs: List[Any]) -> int:
     """FLOPs of ``aten::einsum`` with one or two operands: the product of the
     sizes of all distinct indices, which is the exact multiply-add count of
-    the contraction (mmengine's handle goes through ``np.einsum_path`` and
+    the contraction (zero when no index is summed over) (mmengine's handle goes through ``np.einsum_path`` and
     returns a rounded float). Three or more operands fall back to mmengine.
 
     Args:
@@ -138,6 +138,15 @@ def einsum_exact_flop_jit(inputs: List[Any], outputs: List[Any]) -> int:
     for subscripts, operand in zip(lhs, operands):
         for letter, size in zip(subscripts, get_shape(operand)):
             sizes[letter] = size
+    if '->' in equation:
+        out = equation.split('->')[1]
+    else:  # implicit output: the letters that appear once
+        letters = ''.join(lhs)
+        out = ''.join(c for c in sizes if letters.count(c) == 1)
+    if set(sizes) <= set(out):
+        # nothing is summed: a permutation or an elementwise product, free by
+        # the convention (like aten::permute and aten::mul)
+        return 0
     return _prod(sizes.values())
 
 

@@ -3,13 +3,13 @@
 It mirrors what the upstream tools of mmpretrain, mmdet, mmseg and mmaction2
 do with their command line, so that one pair of tools serves all four.
 """
+import os
 import os.path as osp
 
 from mmengine.config import Config, DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-from .tiny import tinyfy_config
 
 
 def add_common_args(parser):
@@ -39,27 +39,59 @@ def add_common_args(parser):
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
 
 
+def set_local_rank(args):
+    """Export ``LOCAL_RANK`` as torch.distributed.launch users expect.
+
+    Args:
+        args (argparse.Namespace): parsed arguments with ``local_rank``.
+    """
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+
+
+def load_config_file(config, cfg_options=None):
+    """Load a config file, also given as ``toolbox::relative/path.py``.
+
+    Args:
+        config (str): a path, or ``mmdet::swin/...py`` style (the file in the
+            package's ``.mim/configs``).
+        cfg_options (dict, optional): overrides merged into the config.
+
+    Returns:
+        Config: the config.
+    """
+    if '::' in config:
+        from mmengine.utils import get_installed_path
+        package, rel_path = config.split('::', 1)
+        config = osp.join(get_installed_path(package), '.mim', 'configs',
+                          rel_path)
+    cfg = Config.fromfile(config)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    return cfg
+
+
 def load_config(args):
     """Load the config and apply the command-line options common to tools.
 
+    The tiny overlay (``--tiny``) is not applied here: tools apply it with
+    :func:`mmvitaccel.utils.tiny.tinyfy_config` after their own edits
+    (``--amp`` ...), so that it has the last word.
+
     Args:
         args (argparse.Namespace): parsed arguments with ``config``,
-            ``work_dir``, ``cfg_options``, ``tiny`` and ``launcher``.
+            ``work_dir``, ``cfg_options`` and ``launcher``.
 
     Returns:
         Config: the config to run.
     """
-    cfg = Config.fromfile(args.config)
+    cfg = load_config_file(args.config, args.cfg_options)
     cfg.launcher = args.launcher
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
     elif cfg.get('work_dir') is None:
         cfg.work_dir = osp.join('./work_dirs',
                                 osp.splitext(osp.basename(args.config))[0])
-    if args.tiny:
-        cfg = tinyfy_config(cfg)
     return cfg
 
 

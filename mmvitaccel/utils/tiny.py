@@ -21,8 +21,10 @@ minutes on a CPU:
   most ``rois`` RPN proposals (the RoI heads dominate CPU time otherwise);
 * batch sizes and workers are reduced, logging is frequent, checkpoints are
   written at the end, AMP is switched off when there is no GPU;
-* remote pretrained weights (``http(s)://`` in ``init_cfg``/``pretrained``)
-  are dropped, since nothing can be downloaded at run time.
+* downloadable weights (any ``scheme://`` in ``init_cfg``, ``pretrained``
+  or ``load_from``) are dropped, since nothing can be downloaded at run
+  time; local checkpoints are kept;
+* ``RepeatDataset`` wrappers repeat once, so an epoch is one pass.
 
 Options come from the keyword arguments and the config's ``tiny`` dict
 (keyword arguments win), e.g. ``--cfg-options tiny.max_epochs=4``:
@@ -139,8 +141,9 @@ def _dataset_kind(dataset):
     return kinds.pop()
 
 
-def _original_root(dataset):
-    """The folder the recipe expects its data in, e.g. ``data/coco``."""
+def _original_roots(dataset):
+    """The folders the recipe expects its data in, e.g. ``['data/coco']``
+    (one per dataset inside wrappers such as ``ConcatDataset``)."""
     roots = []
 
     def visit(d):
@@ -148,27 +151,40 @@ def _original_root(dataset):
             roots.append(d['data_root'])
         elif 'ann_file' in d and isinstance(d['ann_file'], str):
             # mmaction style: no data_root, full paths in ann_file/prefix
+            prefix = d.get('data_prefix') or {}
+            if isinstance(prefix, str):
+                prefix = dict(img=prefix)
             paths = [d['ann_file']] + [
-                v for v in (d.get('data_prefix') or {}).values()
-                if isinstance(v, str)
+                v for v in prefix.values() if isinstance(v, str) and v
             ]
-            prefix = paths[0].split('/')
+            paths = [p for p in paths if p]
+            if not paths:
+                return
+            common = paths[0].split('/')
             for path in paths[1:]:
                 parts = path.split('/')
                 n = 0
-                while (n < min(len(prefix), len(parts))
-                       and prefix[n] == parts[n]):
+                while (n < min(len(common), len(parts))
+                       and common[n] == parts[n]):
                     n += 1
-                prefix = prefix[:n]
+                common = common[:n]
             if len(paths) == 1:
-                prefix = prefix[:-1]
-            roots.append('/'.join(prefix))
+                common = common[:-1]
+            roots.append('/'.join(common))
 
     _walk(dataset, visit)
-    if not roots or not roots[0].strip('/'):
+    roots = sorted({r.rstrip('/') for r in roots})
+    if not roots or not all(roots):
         raise ValueError('Cannot tell where this dataset expects its data '
                          '(no data_root and no common ann_file folder).')
-    return roots[0].rstrip('/')
+    return roots
+
+
+def _no_repeats(d):
+    """One pass over the data per epoch: ``RepeatDataset.times = 1``."""
+    if isinstance(d.get('type'), str) and \
+            d['type'].split('.')[-1] == 'RepeatDataset':
+        d['times'] = 1
 
 
 def _reroot(node, old, new):
@@ -187,29 +203,33 @@ def _reroot(node, old, new):
             _reroot(item, old, new)
 
 
-def _drop_remote_weights(model):
-    """Remove ``http(s)://`` checkpoints from a model config (in place)."""
-    dropped = []
+def _is_remote(value):
+    """Whether mmengine would download this checkpoint (``http://``,
+    ``https://``, ``torchvision://``, ``open-mmlab://`` ...)."""
+    return isinstance(value, str) and '://' in value
 
-    def is_remote(value):
-        return isinstance(value, str) and value.startswith(
-            ('http://', 'https://'))
+
+def _drop_remote_weights(model):
+    """Remove downloadable checkpoints from a model config (in place).
+
+    Returns:
+        list[str]: the checkpoints that were removed.
+    """
+    dropped = []
 
     def visit(d):
         init = d.get('init_cfg')
         inits = init if isinstance(init, list) else [init]
-        if any(
-                isinstance(i, dict) and is_remote(i.get('checkpoint'))
-                for i in inits):
-            dropped.extend(i['checkpoint'] for i in inits
-                           if isinstance(i, dict) and 'checkpoint' in i)
-            kept = [
-                i for i in inits
-                if not (isinstance(i, dict) and is_remote(i.get('checkpoint')))
-            ]
+        remote = [
+            i for i in inits
+            if isinstance(i, dict) and _is_remote(i.get('checkpoint'))
+        ]
+        if remote:
+            dropped.extend(i['checkpoint'] for i in remote)
+            kept = [i for i in inits if i not in remote]
             d['init_cfg'] = (kept if isinstance(init, list) else
                              (kept[0] if kept else None))
-        if is_remote(d.get('pretrained')):
+        if _is_remote(d.get('pretrained')):
             dropped.append(d['pretrained'])
             d['pretrained'] = None
 
@@ -249,13 +269,15 @@ def _rescale_schedulers(cfg, opts, total, ratio, iter_based):
         schedulers = [schedulers]
     for sched in schedulers:
         if sched.get('by_epoch', True) or iter_based:
-            for key in ('begin', 'end', 'T_max', 'total_iters'):
+            for key in ('begin', 'end', 'T_max', 'total_iters',
+                        'total_steps'):
                 if isinstance(sched.get(key), (int, float)):
                     sched[key] = int(math.ceil(sched[key] * ratio))
-            if 'milestones' in sched:
-                sched['milestones'] = sorted(
-                    {max(1, int(math.ceil(m * ratio)))
-                     for m in sched['milestones']})
+            for key in ('milestones', 'periods'):
+                if key in sched:  # a list: repeated steps keep their count
+                    sched[key] = [
+                        max(1, int(math.ceil(m * ratio))) for m in sched[key]
+                    ]
             limit = total
         else:  # a warm-up counted in iterations inside an epoch-based loop
             limit = opts['warmup_iters']
@@ -263,7 +285,7 @@ def _rescale_schedulers(cfg, opts, total, ratio, iter_based):
         begin = min(sched.get('begin', 0), limit - 1)
         sched['begin'] = begin
         sched['end'] = max(begin + 1, min(sched.get('end', limit), limit))
-        for key in ('T_max', 'total_iters'):
+        for key in ('T_max', 'total_iters', 'total_steps'):
             if key in sched:
                 sched[key] = max(1, sched[key])
     cfg.param_scheduler = schedulers
@@ -345,11 +367,12 @@ def tinyfy_config(cfg, **overrides):
         dataset = loader['dataset']
         kind = _dataset_kind(dataset)
         kinds.add(kind)
-        old_root = _original_root(dataset)
         new_root = str(tiny_data_root(kind, opts['data_root']))
-        for node in [loader] + [cfg.get(e) for e in _EVALUATORS]:
-            if node:
-                _reroot(node, old_root, new_root)
+        for old_root in _original_roots(dataset):
+            for node in [loader] + [cfg.get(e) for e in _EVALUATORS]:
+                if node:
+                    _reroot(node, old_root, new_root)
+        _walk(dataset, _no_repeats)
         factor = opts['scale'] or DEFAULT_SCALE[kind]
         _scale_pipeline(dataset, factor, opts['clip_len'])
         train = name == 'train_dataloader'
@@ -372,6 +395,9 @@ def tinyfy_config(cfg, **overrides):
                 test_cfg[key] = _scale_size(test_cfg[key], factor)
         _cap_rois(model, opts['rois'])
         dropped = _drop_remote_weights(model)
+        if _is_remote(cfg.get('load_from')):
+            dropped.append(cfg.load_from)
+            cfg.load_from = None
         if dropped:
             warnings.warn('tiny overlay: remote pretrained weights are not '
                           f'loaded: {dropped}')

@@ -843,8 +843,11 @@ def default_tiny_data_dir():
 def tiny_data_root(kind, root=None):
     """Return the path of a ready tiny dataset, generating it if needed.
 
-    The dataset lives in ``<root>/<kind>`` and is generated with seed 0 and
-    the default sizes of :func:`make_tiny_data`.
+    The dataset lives in ``<root>/<kind>``. A complete dataset already
+    there is used as it is, whatever seed and sizes it was made
+    with (e.g. by ``tools/data/make_tiny_data.py --seed 3``); otherwise it
+    is generated with seed 0 and the default sizes of
+    :func:`make_tiny_data`.
 
     Args:
         kind (str): One of :data:`TINY_DATA_KINDS`.
@@ -856,4 +859,8 @@ def tiny_data_root(kind, root=None):
     """
     if root is None:
         root = default_tiny_data_dir()
-    return make_tiny_data(kind, osp.join(root, kind))
+    path = osp.abspath(osp.join(root, kind))
+    marker = _read_marker(path)
+    if marker is not None and marker.get('format_version') == FORMAT_VERSION:
+        return path  # complete (the marker is written last)
+    return make_tiny_data(kind, path)

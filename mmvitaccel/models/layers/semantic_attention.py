@@ -18,12 +18,16 @@ from ...ops import window_partition, window_reverse
 
 
 def _key_mask(key_valid, batch_windows):
-    """``(nW|N, Lk)`` bool -> ``(N, 1, 1, Lk)`` for SDPA (True = attend)."""
+    """``(nW|N, Lk)`` bool -> ``(N, 1, 1, Lk)`` for SDPA (True = attend).
+
+    The mask is made contiguous: torch's fused CPU attention kernel falls
+    back to the (several times slower) math path for strided masks.
+    """
     if key_valid is None:
         return None
     if key_valid.shape[0] != batch_windows:
         key_valid = key_valid.repeat(batch_windows // key_valid.shape[0], 1)
-    return key_valid[:, None, None, :]
+    return key_valid.contiguous()[:, None, None, :]
 
 
 class CrossAttentionSwinBlock(SwinBlock):
