@@ -1,5 +1,7 @@
 # mmvitaccel quick start:  make demo  |  make test
-PY := .venv/bin/python
+VENV ?= .venv
+export VENV
+PY := $(VENV)/bin/python
 # The config `make demo` trains on generated COCO data.
 DEMO_CONFIG ?= configs/stvit_r_swin_s_coco.py
 DEMO_EPOCHS ?= 5

@@ -64,3 +64,24 @@ def test_config_runs_under_mmdet_packaged_train_tool(tmp_path, tiny_data_dir):
         'model.backbone.depths=[1,1,2,1]', 'model.backbone.num_heads=[1,2,4,8]',
         'model.neck.in_channels=[32,64,128,256]')
     assert glob.glob(osp.join(work, 'epoch_1.pth'))
+
+
+def test_swin_checkpoint_converter(tmp_path):
+    import torch
+    from mmdet.models.backbones import SwinTransformer
+    swin = SwinTransformer(embed_dims=32, depths=(1, 1, 6, 1),
+                           num_heads=(1, 2, 4, 8))
+    torch.save(dict(state_dict={f'backbone.{k}': v
+                                for k, v in swin.state_dict().items()}),
+               tmp_path / 'swin.pth')
+    config = tmp_path / 'tiny_stvit.py'
+    config.write_text(
+        f"_base_ = '{REPO}/configs/stvit_r_swin_s_coco.py'\n"
+        "model = dict(backbone=dict(arch=None, embed_dims=32, "
+        "depths=[1, 1, 6, 1], num_heads=[1, 2, 4, 8]))\n")
+    out = run('tools/model_converters/swin_to_stvit.py', str(config),
+              str(tmp_path / 'swin.pth'), str(tmp_path / 'stvit.pth'))
+    assert 'unused: 10' in out and 'missing: 0' in out
+    state = torch.load(tmp_path / 'stvit.pth')['state_dict']
+    qkv = 'backbone.stages.2.blocks.1.attn.w_msa.qkv.weight'
+    assert torch.equal(state[qkv], swin.state_dict()[qkv[9:]])

@@ -38,6 +38,10 @@ fi
 
 log() { echo "[setup] $*"; }
 
+if [ -x "$VENV/bin/python" ] && ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+    log "removing a half-made virtualenv $VENV (no pip)"
+    rm -rf "$VENV"
+fi
 if [ ! -x "$VENV/bin/python" ]; then
     log "creating virtualenv $VENV with $PYTHON"
     "$PYTHON" -m venv "$VENV"
