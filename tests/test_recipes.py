@@ -12,6 +12,8 @@ EXPECTED_METRIC = {
     'configs/_base_/swin_s_upernet_ade20k.py': 'mIoU',
     'configs/_base_/swin_t_k400.py': 'acc/top1',
     'configs/stvit_r_swin_s_coco.py': 'coco/segm_mAP',
+    'configs/stvit_r_swin_b_coco.py': 'coco/segm_mAP',
+    'configs/stvit_r_swin_s_upernet_ade20k.py': 'mIoU',
 }
 
 
@@ -21,6 +23,8 @@ PREDICT_ALL = {
     'configs/_base_/swin_s_cascade_mask_rcnn_3x_coco.py':
     dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
     'configs/stvit_r_swin_s_coco.py':
+    dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
+    'configs/stvit_r_swin_b_coco.py':
     dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
 }
 

@@ -149,15 +149,16 @@ def test_bad_configs_fail_at_build(kwargs, match):
         STViTRSwinTransformer(**args)
 
 
-def test_full_size_swin_s_cuts_flops():
-    """STViT-R-Swin-S at 224: fewer FLOPs than Swin-S, same pyramid."""
-    ours = STViTRSwinTransformer(arch='small')
-    swin = SwinTransformer(
-        embed_dims=96, depths=(2, 2, 18, 2), num_heads=(3, 6, 12, 24))
+@pytest.mark.parametrize('arch', ['small', 'base'])
+def test_full_size_cuts_flops(arch):
+    """Full-size STViT-R-Swin-S/B at 224: fewer FLOPs, Swin's pyramid."""
+    ours = STViTRSwinTransformer(arch=arch)
+    swin = SwinTransformer(**stvit_r_swin.SWIN_ARCHS[arch])
     x = torch.randn(1, 3, 224, 224)
     ours.eval()
+    swin.eval()
     with torch.no_grad():
         shapes = [o.shape for o in ours(x)]
-    assert shapes == [(1, 96, 56, 56), (1, 192, 28, 28), (1, 384, 14, 14),
-                      (1, 768, 7, 7)]
+        assert shapes == [o.shape for o in swin(x)]
+    assert len(ours.stages[2].blocks) == 18 and ours.stages[2].num_units == 3
     assert count_flops(ours, x).total < count_flops(swin, x).total

@@ -36,6 +36,20 @@ TINY_MODELS = {
         'model.backbone.depths': [1, 1, 6, 1],  # one dumbbell unit
         'model.neck.in_channels': [32, 64, 128, 256],
     },
+    'configs/stvit_r_swin_b_coco.py': {
+        **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
+        'model.backbone.arch': None,
+        'model.backbone.depths': [1, 1, 6, 1],
+        'model.neck.in_channels': [32, 64, 128, 256],
+    },
+    'configs/stvit_r_swin_s_upernet_ade20k.py': {
+        **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
+        'model.backbone.depths': [1, 1, 6, 1],
+        'model.decode_head.in_channels': [32, 64, 128, 256],
+        'model.decode_head.channels': 64,
+        'model.auxiliary_head.in_channels': 128,
+        'model.auxiliary_head.channels': 32,
+    },
     'configs/_base_/swin_s_upernet_ade20k.py': {
         **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
         'model.decode_head.in_channels': [32, 64, 128, 256],
