@@ -1,4 +1,6 @@
 """Cross-attention and masked window Swin blocks (STViT layers)."""
+import pickle
+
 import pytest
 import torch
 from mmdet.models.backbones.swin import SwinBlock
@@ -23,6 +25,7 @@ def test_cross_block_loads_swin_weights_and_matches_self_attention():
     swin = _swin_block()
     cross = CrossAttentionSwinBlock(**DIMS).eval()
     cross.init_weights()  # the removed position table needs no init
+    pickle.loads(pickle.dumps(cross))  # e.g. for torch.save(model)
     missing, unexpected = cross.load_state_dict(swin.state_dict(),
                                                 strict=False)
     assert missing == []

@@ -30,6 +30,11 @@ def _key_mask(key_valid, batch_windows):
     return key_valid.contiguous()[:, None, None, :]
 
 
+def _nothing_to_init():
+    """Init of a WindowMSA without its position table (a module-level
+    function, so that the model still pickles)."""
+
+
 class CrossAttentionSwinBlock(SwinBlock):
     """A Swin block whose queries attend to another set of tokens.
 
@@ -60,7 +65,8 @@ class CrossAttentionSwinBlock(SwinBlock):
                          **kwargs)
         del self.attn.w_msa.relative_position_bias_table
         del self.attn.w_msa.relative_position_index
-        self.attn.w_msa.init_weights = lambda: None  # nothing left to init
+        # WindowMSA.init_weights only fills the removed table
+        self.attn.w_msa.init_weights = _nothing_to_init
 
     def key_values(self, tokens):
         """Keys and values of tokens: ``W_kv LN1(tokens)``.
