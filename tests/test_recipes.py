@@ -13,6 +13,8 @@ EXPECTED_METRIC = {
     'configs/_base_/swin_t_k400.py': 'acc/top1',
     'configs/stvit_r_swin_s_coco.py': 'coco/segm_mAP',
     'configs/stvit_r_swin_b_coco.py': 'coco/segm_mAP',
+    'configs/stvit_r_swin_s_in1k.py': 'accuracy/top1',
+    'configs/stvit_r_swin_b_in1k.py': 'accuracy/top1',
     'configs/stvit_r_swin_s_upernet_ade20k.py': 'mIoU',
 }
 

@@ -36,6 +36,18 @@ TINY_MODELS = {
         'model.backbone.depths': [1, 1, 6, 1],  # one dumbbell unit
         'model.neck.in_channels': [32, 64, 128, 256],
     },
+    'configs/stvit_r_swin_s_in1k.py': {
+        **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
+        'model.backbone.arch': None,
+        'model.backbone.depths': [1, 1, 6, 1],
+        'model.head.in_channels': 256,
+    },
+    'configs/stvit_r_swin_b_in1k.py': {
+        **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
+        'model.backbone.arch': None,
+        'model.backbone.depths': [1, 1, 6, 1],
+        'model.head.in_channels': 256,
+    },
     'configs/stvit_r_swin_b_coco.py': {
         **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
         'model.backbone.arch': None,

@@ -318,3 +318,16 @@ class STViTRSwinTransformer(SwinTransformer):
         else:
             super().init_weights()
             stage.init_new_parameters()
+
+    def forward(self, x):
+        """Swin's forward, with the feature maps as a tuple.
+
+        Args:
+            x (Tensor): images ``(B, 3, H, W)``, any size.
+
+        Returns:
+            tuple[Tensor]: ``(B, C_i, H_i, W_i)`` for each of
+            ``out_indices`` (a tuple, which mmpretrain's necks need; mmdet
+            and mmseg take it too).
+        """
+        return tuple(super().forward(x))
