@@ -13,6 +13,7 @@ EXPECTED_METRIC = {
     'configs/_base_/swin_t_k400.py': 'acc/top1',
     'configs/stvit_r_swin_s_coco.py': 'coco/segm_mAP',
     'configs/stvit_r_swin_b_coco.py': 'coco/segm_mAP',
+    'configs/_base_/swin_b_cascade_mask_rcnn_3x_coco.py': 'coco/segm_mAP',
     'configs/stvit_r_swin_s_in1k.py': 'accuracy/top1',
     'configs/stvit_r_swin_b_in1k.py': 'accuracy/top1',
     'configs/stvit_r_swin_s_upernet_ade20k.py': 'mIoU',
@@ -27,6 +28,8 @@ PREDICT_ALL = {
     'configs/stvit_r_swin_s_coco.py':
     dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
     'configs/stvit_r_swin_b_coco.py':
+    dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
+    'configs/_base_/swin_b_cascade_mask_rcnn_3x_coco.py':
     dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
 }
 

@@ -62,6 +62,10 @@ TINY_MODELS = {
         'model.auxiliary_head.in_channels': 128,
         'model.auxiliary_head.channels': 32,
     },
+    'configs/_base_/swin_b_cascade_mask_rcnn_3x_coco.py': {
+        **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
+        'model.neck.in_channels': [32, 64, 128, 256],
+    },
     'configs/_base_/swin_s_upernet_ade20k.py': {
         **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
         'model.decode_head.in_channels': [32, 64, 128, 256],
