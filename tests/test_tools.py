@@ -79,7 +79,7 @@ def test_swin_checkpoint_converter(tmp_path):
         f"_base_ = '{REPO}/configs/stvit_r_swin_s_coco.py'\n"
         "model = dict(backbone=dict(arch=None, embed_dims=32, "
         "depths=[1, 1, 6, 1], num_heads=[1, 2, 4, 8]))\n")
-    out = run('tools/model_converters/swin_to_stvit.py', str(config),
+    out = run('tools/model_converters/convert_checkpoint.py', str(config),
               str(tmp_path / 'swin.pth'), str(tmp_path / 'stvit.pth'))
     assert 'unused: 10' in out and 'missing: 0' in out
     state = torch.load(tmp_path / 'stvit.pth')['state_dict']

@@ -297,6 +297,9 @@ class STViTRSwinTransformer(SwinTransformer):
             global_centres=global_centres,
             mask_padding=mask_padding)
 
+    #: reads a host (Swin) checkpoint in any supported layout into our names
+    host_state_dict = staticmethod(swin_state_dict)
+
     @property
     def new_parameter_prefixes(self):
         """Names of the parameters STViT-R adds to Swin."""
@@ -311,7 +314,7 @@ class STViTRSwinTransformer(SwinTransformer):
         stage = self.stages[self.dumbbell_stage]
         if self.init_cfg is not None and \
                 self.init_cfg.get('type') == 'Pretrained':
-            state_dict = swin_state_dict(self.init_cfg['checkpoint'])
+            state_dict = self.host_state_dict(self.init_cfg['checkpoint'])
             stage.init_new_parameters()
             self.load_report = load_with_report(self, state_dict,
                                                 self.new_parameter_prefixes)

@@ -1,12 +1,13 @@
-"""Convert a Swin checkpoint into the weights of an mmvitaccel backbone.
+"""Convert a host checkpoint into the weights of an mmvitaccel backbone.
 
-Reads official (microsoft), mmdet/mmseg or mmpretrain Swin checkpoints,
-maps them onto the backbone of CONFIG (e.g. STViT-R-Swin-S), prints which
-keys are new, missing, unused or mismatched, and saves the backbone's
-state dict with a ``backbone.`` prefix, ready for ``load_from`` or
+Reads a checkpoint of the backbone's host model (Swin: official microsoft,
+mmdet/mmseg or mmpretrain layouts; DeiT: mmpretrain layout), maps it onto
+the backbone of CONFIG (e.g. STViT-R-Swin-S) with the backbone's own
+``host_state_dict``, prints which keys are new, missing, unused or
+mismatched, and saves the backbone's state dict with a ``backbone.`` prefix, ready for ``load_from`` or
 ``init_cfg=dict(type='Pretrained', checkpoint=..., prefix='backbone.')``.
 
-    python tools/model_converters/swin_to_stvit.py CONFIG SRC DST
+    python tools/model_converters/convert_checkpoint.py CONFIG SRC DST
 """
 import argparse
 
@@ -14,14 +15,14 @@ import torch
 from mmengine.registry import MODELS, DefaultScope, init_default_scope
 
 import mmvitaccel  # noqa: F401
-from mmvitaccel.models.utils import load_with_report, swin_state_dict
+from mmvitaccel.models.utils import load_with_report
 from mmvitaccel.utils.launch import load_config_file
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('config', help='config whose model.backbone to fill')
-    parser.add_argument('src', help='Swin checkpoint (any supported layout)')
+    parser.add_argument('src', help='host checkpoint (any supported layout)')
     parser.add_argument('dst', help='output checkpoint')
     return parser.parse_args()
 
@@ -35,7 +36,7 @@ def main():
     init_default_scope(scope)
     with DefaultScope.overwrite_default_scope(scope):
         backbone = MODELS.build(backbone_cfg)
-    report = load_with_report(backbone, swin_state_dict(args.src),
+    report = load_with_report(backbone, backbone.host_state_dict(args.src),
                               getattr(backbone, 'new_parameter_prefixes', ()))
     for kind in ('new', 'missing', 'unused', 'mismatched'):
         print(f'{kind:>10}: {len(report[kind])}')
