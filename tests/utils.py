@@ -48,6 +48,27 @@ TINY_MODELS = {
         'model.backbone.depths': [1, 1, 6, 1],
         'model.head.in_channels': 256,
     },
+    'configs/stvit_swin_t_in1k.py': {
+        **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
+        'model.backbone.arch': None,
+        'model.backbone.depths': [1, 1, 4, 1],
+        'model.backbone.stgm_index': 1,
+        'model.head.in_channels': 256,
+    },
+    'configs/stvit_swin_s_in1k.py': {
+        **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
+        'model.backbone.arch': None,
+        'model.backbone.depths': [1, 1, 4, 1],
+        'model.backbone.stgm_index': 1,
+        'model.head.in_channels': 256,
+    },
+    'configs/stvit_swin_b_in1k.py': {
+        **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
+        'model.backbone.arch': None,
+        'model.backbone.depths': [1, 1, 4, 1],
+        'model.backbone.stgm_index': 1,
+        'model.head.in_channels': 256,
+    },
     'configs/stvit_r_swin_b_coco.py': {
         **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
         'model.backbone.arch': None,

@@ -6,37 +6,19 @@ released detection code; ``docs/stvit_design.md`` records the facts, and
 where we differ (padding is masked everywhere, so outputs do not depend on
 it).
 """
-import inspect
+from mmengine.model import ModuleList
 
-import torch
-import torch.nn as nn
-from mmdet.models.backbones.swin import SwinTransformer
-from mmengine.model import BaseModule, ModuleList
-from mmengine.model.weight_init import trunc_normal_
-
-from ...ops import (IntraInterPooling, neighbourhood_windows, pad_to_multiple,
-                    pool_centres, window_partition, window_reverse)
+from ...ops import neighbourhood_windows, pad_to_multiple, window_reverse
 from ...registry import MODELS
-from ..layers import CrossAttentionSwinBlock, MaskedWindowSwinBlock
-from ..utils import load_with_report, swin_state_dict
-
-#: embed_dims, depths, num_heads of the Swin sizes
-SWIN_ARCHS = {
-    'tiny': dict(embed_dims=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24)),
-    'small': dict(embed_dims=96, depths=(2, 2, 18, 2),
-                  num_heads=(3, 6, 12, 24)),
-    'base': dict(embed_dims=128, depths=(2, 2, 18, 2),
-                 num_heads=(4, 8, 16, 32)),
-}
+from ..layers import MaskedWindowSwinBlock
+from .stvit_swin import SemanticSwinBlockSequence, SemanticSwinTransformer
 
 #: roles of the 6 blocks of a dumbbell unit
 UNIT_LAYOUT = ('image', 'stgm1', 'stgm2', 'semantic_local', 'semantic_global',
                'recovery')
 
-POOLINGS = ('max', 'avg', 'intra_inter')
 
-
-class DumbbellSwinBlockSequence(BaseModule):
+class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
     """A Swin stage whose first ``6 * num_units`` blocks form dumbbell units.
 
     One unit, with ``X`` the image tokens of the padded map and ``S`` the
@@ -59,50 +41,20 @@ class DumbbellSwinBlockSequence(BaseModule):
         blocks (ModuleList): all blocks of the stage, dumbbells first.
         downsample (nn.Module | None): the patch merging after the stage.
         num_units (int): dumbbell units at the start of ``blocks``.
-        window_size (int): Swin window ``w``.
-        semantic_window (int): ``w_s``, semantic tokens per window side.
-        key_windows (tuple[int, int]): ``(k1, k2)``, STGM key regions.
         recovery_window (int): ``r``, semantic neighbourhood of recovery.
-        pooling (str): ``'max'``, ``'avg'`` or ``'intra_inter'``.
-        embed_dims (int): channels, for the learnable parts.
-        global_centres (bool): add learnable global centres ``G`` to the
-            STGM-2 queries.
         mask_padding (bool): mask padded image tokens in the image blocks.
+        **kwargs: ``window_size``, ``semantic_window``, ``key_windows``,
+            ``pooling``, ``embed_dims``, ``global_centres`` of
+            :class:`SemanticSwinBlockSequence` (one STGM per unit).
     """
 
-    def __init__(self, blocks, downsample, num_units, window_size,
-                 semantic_window, key_windows, recovery_window, pooling,
-                 embed_dims, global_centres, mask_padding):
-        super().__init__()
-        self.blocks = blocks
+    def __init__(self, blocks, downsample, num_units, recovery_window,
+                 mask_padding, **kwargs):
+        super().__init__(blocks, num_stgm=num_units, **kwargs)
         self.downsample = downsample
         self.num_units = num_units
-        self.window_size = window_size
-        self.semantic_window = semantic_window
-        self.key_windows = tuple(key_windows)
         self.recovery_window = recovery_window
-        self.pooling = pooling
         self.mask_padding = mask_padding
-        window = (window_size, window_size)
-        out = (semantic_window, semantic_window)
-        self.poolers = ModuleList([
-            IntraInterPooling(embed_dims, window, out)
-            for _ in range(num_units)
-        ]) if pooling == 'intra_inter' else None
-        self.global_centres = nn.ParameterList([
-            nn.Parameter(torch.zeros(1, semantic_window**2, embed_dims))
-            for _ in range(num_units)
-        ]) if global_centres else None
-
-    def init_new_parameters(self):
-        """Initialise what STViT adds to Swin: learnable pooling starts as
-        average pooling, global centres ``G`` are Gaussian."""
-        if self.poolers is not None:
-            for pooler in self.poolers:
-                pooler.reset_parameters()
-        if self.global_centres is not None:
-            for g in self.global_centres:
-                trunc_normal_(g, std=.02)
 
     def _unit(self, u, x, valid):
         """Run dumbbell unit ``u`` on the padded map ``x (B, Hp, Wp, C)``."""
@@ -112,35 +64,17 @@ class DumbbellSwinBlockSequence(BaseModule):
         B, Hp, Wp, C = x.shape
         nh, nw = Hp // w, Wp // w
         x = img(x, valid if self.mask_padding else None)
-        windows = window_partition(x, w)  # (B*nW, w*w, C)
-        valid_w = window_partition(valid, w)  # (nW, w*w)
-        # initial cluster centres P (B*nW, s*s, C)
-        if self.poolers is not None:
-            centres, sem_valid = self.poolers[u](windows, valid_w)
-        else:
-            centres, sem_valid = pool_centres(windows, (w, w), (s, s),
-                                              self.pooling, valid_w)
-        sem_valid = sem_valid[:nh * nw]  # (nW, s*s), same for every image
-        # STGM-1: S1 = MHA(P, X_k1, X_k1) + P; keys/values are projected
-        # once on the map, then gathered per window
-        kv, key_valid = neighbourhood_windows(
-            stgm1.key_values(x), valid, w, self.key_windows[0])
-        sem = stgm1(centres, kv, key_valid)
-        # STGM-2: S2 = MHA(S1 + G, X_k2, X_k2) + S1
-        kv, key_valid = neighbourhood_windows(
-            stgm2.key_values(x), valid, w, self.key_windows[1])
-        query = sem if self.global_centres is None else \
-            sem + self.global_centres[u]
-        sem = stgm2(query, kv, key_valid, shortcut=sem)
+        # STGM: P = pool(X), S1 = MHA(P, X_k1, X_k1) + P,
+        # S2 = MHA(S1 + G, X_k2, X_k2) + S1
+        windows, sem, sem_valid = self.generate(u, stgm1, stgm2, x, valid)
         # semantic blocks: local (one window's s*s tokens), then global
-        sem = local(sem, local.key_values(sem), sem_valid)
-        sem = sem.reshape(B, -1, C)
-        sem = glob(sem, glob.key_values(sem), sem_valid.reshape(1, -1))
+        sem = self.attend_local(local, sem, sem_valid)
+        sem = self.attend_global(glob, sem.reshape(B, -1, C), sem_valid)
         sem = sem.view(B * nh * nw, s * s, C)
         # recovery: X = MHA(X, S_r, S_r) + X on the semantic grid
         grid = window_reverse(recovery.key_values(sem), s, nh * s, nw * s)
-        grid_valid = window_reverse(sem_valid[..., None].float(), s, nh * s,
-                                    nw * s)[0, ..., 0] > 0.5
+        grid_valid = window_reverse(sem_valid[..., None], s, nh * s,
+                                    nw * s)[0, ..., 0]
         kv, key_valid = neighbourhood_windows(grid, grid_valid, s,
                                               self.recovery_window)
         windows = recovery(windows, kv, key_valid)
@@ -172,7 +106,7 @@ class DumbbellSwinBlockSequence(BaseModule):
 
 
 @MODELS.register_module()
-class STViTRSwinTransformer(SwinTransformer):
+class STViTRSwinTransformer(SemanticSwinTransformer):
     """STViT-R: Swin with dumbbell units of semantic tokens in one stage.
 
     A drop-in for mmdet's ``SwinTransformer`` (same 4-level NCHW pyramid,
@@ -218,17 +152,14 @@ class STViTRSwinTransformer(SwinTransformer):
                  global_centres=False,
                  mask_padding=True,
                  **kwargs):
-        if arch is not None:
-            if arch not in SWIN_ARCHS:
-                raise ValueError(f'unknown arch {arch!r}; choose from '
-                                 f'{sorted(SWIN_ARCHS)}')
-            kwargs.update(SWIN_ARCHS[arch])
-        args = inspect.signature(SwinTransformer.__init__).bind(
-            None, **kwargs)
-        args.apply_defaults()
-        cfg = args.arguments
-        depth = cfg['depths'][dumbbell_stage]
-        window = cfg['window_size']
+        if recovery_window < semantic_window:
+            raise ValueError(f'recovery_window {recovery_window} is smaller '
+                             f'than semantic_window {semantic_window}')
+        super().__init__(arch, dumbbell_stage, semantic_window, key_windows,
+                         pooling, **kwargs)
+        self.dumbbell_stage = dumbbell_stage
+        stage = self.stages[dumbbell_stage]
+        depth = len(stage.blocks)
         if num_units is None:
             if depth == 0 or depth % 6:
                 raise ValueError(
@@ -240,87 +171,31 @@ class STViTRSwinTransformer(SwinTransformer):
             raise ValueError(
                 f'stage {dumbbell_stage} has {depth} blocks: room for at most '
                 f'{depth // 6} dumbbell units of 6, not {num_units}')
-        if pooling not in POOLINGS:
-            raise ValueError(f'unknown pooling {pooling!r}; choose from '
-                             f'{POOLINGS}')
-        if not 1 <= semantic_window <= window:
-            raise ValueError(f'semantic_window must be in 1..{window} (the '
-                             f'window size), got {semantic_window}')
-        if len(key_windows) != 2 or min(key_windows) < window:
-            raise ValueError(f'key_windows must be two sizes >= the window '
-                             f'size {window}, got {key_windows}')
-        if recovery_window < semantic_window:
-            raise ValueError(f'recovery_window {recovery_window} is smaller '
-                             f'than semantic_window {semantic_window}')
-        super().__init__(**kwargs)
-        self.dumbbell_stage = dumbbell_stage
-
-        stage = self.stages[dumbbell_stage]
-        dims = self.num_features[dumbbell_stage]
-        block_args = dict(
-            embed_dims=dims,
-            num_heads=cfg['num_heads'][dumbbell_stage],
-            feedforward_channels=int(cfg['mlp_ratio'] * dims),
-            qkv_bias=cfg['qkv_bias'],
-            qk_scale=cfg['qk_scale'],
-            drop_rate=cfg['drop_rate'],
-            attn_drop_rate=cfg['attn_drop_rate'],
-            act_cfg=cfg['act_cfg'],
-            norm_cfg=cfg['norm_cfg'],
-            with_cp=cfg['with_cp'])
+        window = self.swin_cfg['window_size']
         blocks = ModuleList()
         for i, old in enumerate(stage.blocks):
             if i >= 6 * num_units:
                 blocks.append(old)
-                continue
-            drop_path = old.attn.drop.drop_prob
-            if UNIT_LAYOUT[i % 6] == 'image':
+            elif UNIT_LAYOUT[i % 6] == 'image':
                 blocks.append(
                     MaskedWindowSwinBlock(
                         window_size=window,
-                        drop_path_rate=drop_path,
-                        **block_args))
+                        drop_path_rate=old.attn.drop.drop_prob,
+                        **self.block_args(dumbbell_stage)))
             else:
-                blocks.append(
-                    CrossAttentionSwinBlock(
-                        drop_path_rate=drop_path, **block_args))
+                blocks.append(self.cross_attention_block(dumbbell_stage, old))
         self.stages[dumbbell_stage] = DumbbellSwinBlockSequence(
             blocks=blocks,
             downsample=stage.downsample,
             num_units=num_units,
+            recovery_window=recovery_window,
+            mask_padding=mask_padding,
             window_size=window,
             semantic_window=semantic_window,
             key_windows=key_windows,
-            recovery_window=recovery_window,
             pooling=pooling,
-            embed_dims=dims,
-            global_centres=global_centres,
-            mask_padding=mask_padding)
-
-    #: reads a host (Swin) checkpoint in any supported layout into our names
-    host_state_dict = staticmethod(swin_state_dict)
-
-    @property
-    def new_parameter_prefixes(self):
-        """Names of the parameters STViT-R adds to Swin."""
-        stage = f'stages.{self.dumbbell_stage}.'
-        return (stage + 'poolers.', stage + 'global_centres.')
-
-    def init_weights(self):
-        """Initialise from scratch as mmdet's Swin does, or load a Swin
-        checkpoint (official, mmdet/mmseg or mmpretrain layout) given as
-        ``init_cfg=dict(type='Pretrained', checkpoint=...)``, with a report
-        of new, missing, unused and mismatched keys."""
-        stage = self.stages[self.dumbbell_stage]
-        if self.init_cfg is not None and \
-                self.init_cfg.get('type') == 'Pretrained':
-            state_dict = self.host_state_dict(self.init_cfg['checkpoint'])
-            stage.init_new_parameters()
-            self.load_report = load_with_report(self, state_dict,
-                                                self.new_parameter_prefixes)
-        else:
-            super().init_weights()
-            stage.init_new_parameters()
+            embed_dims=self.num_features[dumbbell_stage],
+            global_centres=global_centres)
 
     def forward(self, x):
         """Swin's forward, with the feature maps as a tuple.

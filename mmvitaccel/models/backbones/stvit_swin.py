@@ -1,0 +1,501 @@
+"""STViT on Swin: semantic tokens generated in stage 3 and carried on.
+
+Paper: Chang et al., *Making Vision Transformers Efficient from A Token
+Sparsification View* (CVPR 2023). The authors released no code for plain
+STViT (only STViT-R); the layout below is the reconstruction of
+``docs/stvit_design.md`` (section 1.2):
+
+* stage 3: upstream Swin blocks up to the STGM, then STGM-1 and STGM-2
+  (blocks 3-4 of Swin-T, 11-12 of Swin-S/B, 1-based), then semantic blocks
+  alternating local and global attention;
+* the patch merging before stage 4 becomes a linear layer that doubles the
+  channels of the semantic tokens; stage 4 attends globally among them;
+* head: global average pooling over the (valid) semantic tokens.
+
+This module also holds what STViT and STViT-R share: the Swin
+configuration, the STGM (initial centres, STGM-1, STGM-2), the semantic
+blocks and the checkpoint loading.
+"""
+import functools
+import inspect
+
+import torch
+import torch.nn as nn
+from mmdet.models.backbones.swin import SwinTransformer
+from mmengine.model import BaseModule, ModuleList
+from mmengine.model.weight_init import trunc_normal_
+
+from ...ops import (IntraInterPooling, neighbourhood_windows, pad_to_multiple,
+                    pool_centres, window_partition, window_reverse)
+from ...registry import MODELS
+from ..layers import CrossAttentionSwinBlock
+from ..utils import load_with_report, swin_state_dict
+
+#: embed_dims, depths, num_heads of the Swin sizes
+SWIN_ARCHS = {
+    'tiny': dict(embed_dims=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24)),
+    'small': dict(embed_dims=96, depths=(2, 2, 18, 2),
+                  num_heads=(3, 6, 12, 24)),
+    'base': dict(embed_dims=128, depths=(2, 2, 18, 2),
+                 num_heads=(4, 8, 16, 32)),
+}
+
+POOLINGS = ('max', 'avg', 'intra_inter')
+
+OUT_TYPES = ('avg', 'featmap')
+
+#: 0-based stage-3 index of STGM-1: (paper default, "move STGM" variant)
+STGM_INDEX = {'tiny': (2, 1), 'small': (10, 8), 'base': (10, 8)}
+
+
+def _all_or_none(valid):
+    """A key mask, or None when every key is valid (faster attention)."""
+    return None if bool(valid.all()) else valid
+
+
+class SemanticSwinBlockSequence(BaseModule):
+    """What a Swin stage with semantic tokens needs besides its blocks.
+
+    Holds, per semantic token generation module (STGM), the learnable
+    pooling (optional) and the global centres ``G`` (optional), and runs
+    the STGM and the semantic blocks. Subclasses arrange the blocks.
+
+    Args:
+        blocks (ModuleList): the blocks of the stage (names ``blocks.{i}``
+            as in Swin, so that checkpoints load).
+        num_stgm (int): number of STGMs in the stage.
+        window_size (int): Swin window ``w``.
+        semantic_window (int): ``w_s``, semantic tokens per window side.
+        key_windows (tuple[int, int]): ``(k1, k2)``: STGM-1 and STGM-2
+            attend to the ``k x k`` image region centred on each window.
+        pooling (str): initial centres: ``'max'``, ``'avg'`` or
+            ``'intra_inter'``.
+        embed_dims (int): channels ``C`` of the stage.
+        global_centres (bool): add learnable ``G`` to the STGM-2 queries.
+    """
+
+    def __init__(self, blocks, num_stgm, window_size, semantic_window,
+                 key_windows, pooling, embed_dims, global_centres):
+        super().__init__()
+        self.blocks = blocks
+        self.window_size = window_size
+        self.semantic_window = semantic_window
+        self.key_windows = tuple(key_windows)
+        self.pooling = pooling
+        window = (window_size, window_size)
+        out = (semantic_window, semantic_window)
+        self.poolers = ModuleList([
+            IntraInterPooling(embed_dims, window, out)
+            for _ in range(num_stgm)
+        ]) if pooling == 'intra_inter' else None
+        self._fixed_pooling = None if pooling == 'intra_inter' else \
+            functools.partial(pool_centres, window=window, out=out,
+                              mode=pooling)
+        self.global_centres = nn.ParameterList([
+            nn.Parameter(torch.zeros(1, semantic_window**2, embed_dims))
+            for _ in range(num_stgm)
+        ]) if global_centres else None
+
+    def init_new_parameters(self):
+        """Initialise what STViT adds to Swin: learnable pooling starts as
+        average pooling, global centres ``G`` are Gaussian."""
+        if self.poolers is not None:
+            for pooler in self.poolers:
+                pooler.reset_parameters()
+        if self.global_centres is not None:
+            for g in self.global_centres:
+                trunc_normal_(g, std=.02)
+
+    def generate(self, g, stgm1, stgm2, x, valid):
+        """STGM ``g``: semantic tokens of every window of a padded map.
+
+        Args:
+            g (int): index of the STGM (its pooling and ``G``).
+            stgm1 (CrossAttentionSwinBlock): STGM layer 1.
+            stgm2 (CrossAttentionSwinBlock): STGM layer 2.
+            x (Tensor): ``(B, Hp, Wp, C)`` image tokens, sides multiples of
+                the window.
+            valid (Tensor): ``(Hp, Wp)`` bool, False on padding.
+
+        Returns:
+            tuple[Tensor, Tensor, Tensor]: the image windows
+            ``(B * nW, w * w, C)``, the semantic tokens
+            ``(B * nW, w_s * w_s, C)`` and their validity
+            ``(nW, w_s * w_s)`` (False for centres of all-padding bins).
+        """
+        w = self.window_size
+        nh, nw = x.shape[1] // w, x.shape[2] // w
+        windows = window_partition(x, w)  # (B*nW, w*w, C)
+        valid_w = window_partition(valid, w)  # (nW, w*w)
+        # initial cluster centres P: pooling of each window
+        pool = self.poolers[g] if self.poolers is not None else \
+            self._fixed_pooling
+        centres, sem_valid = pool(windows, valid=valid_w)
+        sem_valid = sem_valid[:nh * nw]  # the same for every image
+        # STGM-1: S1 = MHA(P, X_k1, X_k1) + P; keys/values are projected
+        # once on the map, then gathered per window
+        kv, key_valid = neighbourhood_windows(
+            stgm1.key_values(x), valid, w, self.key_windows[0])
+        sem = stgm1(centres, kv, key_valid)
+        # STGM-2: S2 = MHA(S1 + G, X_k2, X_k2) + S1 (G on queries only)
+        kv, key_valid = neighbourhood_windows(
+            stgm2.key_values(x), valid, w, self.key_windows[1])
+        query = sem if self.global_centres is None else \
+            sem + self.global_centres[g]
+        sem = stgm2(query, kv, key_valid, shortcut=sem)
+        return windows, sem, sem_valid
+
+    @staticmethod
+    def attend_local(block, sem, sem_valid):
+        """Semantic local block: attention among the ``w_s x w_s`` tokens
+        of each window, ``S = MHA(S_win, S_win, S_win) + S_win``, FFN.
+
+        Args:
+            block (CrossAttentionSwinBlock): the block.
+            sem (Tensor): ``(B * nW, w_s * w_s, C)``.
+            sem_valid (Tensor): ``(nW, w_s * w_s)`` bool.
+
+        Returns:
+            Tensor: ``(B * nW, w_s * w_s, C)``.
+        """
+        return block(sem, block.key_values(sem), _all_or_none(sem_valid))
+
+    @staticmethod
+    def attend_global(block, sem, sem_valid):
+        """Semantic global block: attention among all semantic tokens of an
+        image, ``S = MHA(S, S, S) + S``, FFN.
+
+        Args:
+            block (CrossAttentionSwinBlock): the block.
+            sem (Tensor): ``(B, L, C)`` (any token order).
+            sem_valid (Tensor): ``(L, )`` bool, in the same order.
+
+        Returns:
+            Tensor: ``(B, L, C)``.
+        """
+        return block(sem, block.key_values(sem),
+                     _all_or_none(sem_valid.reshape(1, -1)))
+
+
+class STViTSwinBlockSequence(SemanticSwinBlockSequence):
+    """The Swin stage where STViT generates its semantic tokens.
+
+    ``blocks[:i]`` are upstream Swin blocks on the image tokens,
+    ``blocks[i]`` and ``blocks[i + 1]`` the STGM, and the rest semantic
+    blocks alternating local and global (local first). The stage's patch
+    merging is replaced by ``expand``, a linear layer doubling the channels
+    of the semantic tokens (None in the last stage).
+
+    Args:
+        blocks (ModuleList): all blocks of the stage.
+        expand (nn.Module | None): ``Linear(C, 2C)`` or None.
+        stgm_index (int): ``i``, the block index of STGM-1.
+        **kwargs: the arguments of :class:`SemanticSwinBlockSequence`
+            except ``num_stgm`` (one STGM).
+    """
+
+    def __init__(self, blocks, expand, stgm_index, **kwargs):
+        super().__init__(blocks, num_stgm=1, **kwargs)
+        self.expand = expand
+        self.stgm_index = stgm_index
+
+    def forward(self, x, hw_shape):
+        """Image tokens in, semantic tokens out.
+
+        Args:
+            x (Tensor): ``(B, H * W, C)`` image tokens.
+            hw_shape (tuple[int, int]): ``(H, W)``.
+
+        Returns:
+            tuple: ``(x_down, grid_shape, out, grid_shape, valid)``: the
+            semantic tokens after ``expand`` ``(B, s_H * s_W, 2C)`` and
+            before it ``(B, s_H * s_W, C)``, in raster order of the
+            semantic grid ``(s_H, s_W) = (Hp / w * w_s, Wp / w * w_s)``,
+            and their validity ``(s_H * s_W, )``.
+        """
+        i, w, s = self.stgm_index, self.window_size, self.semantic_window
+        for block in self.blocks[:i]:
+            x = block(x, hw_shape)
+        B, _, C = x.shape
+        x, valid = pad_to_multiple(x.view(B, *hw_shape, C), w)
+        grid_shape = (x.shape[1] // w * s, x.shape[2] // w * s)
+        _, sem, sem_valid = self.generate(0, self.blocks[i],
+                                          self.blocks[i + 1], x, valid)
+        for j, block in enumerate(self.blocks[i + 2:]):
+            if j % 2 == 0:
+                sem = self.attend_local(block, sem, sem_valid)
+            else:
+                sem = self.attend_global(block, sem.view(B, -1, C),
+                                         sem_valid).view_as(sem)
+        out = window_reverse(sem, s, *grid_shape).view(B, -1, C)
+        valid = window_reverse(sem_valid[..., None], s, *grid_shape)
+        valid = valid.view(-1)
+        x_down = out if self.expand is None else self.expand(out)
+        return x_down, grid_shape, out, grid_shape, valid
+
+
+class SemanticGlobalBlockSequence(BaseModule):
+    """A Swin stage that runs on semantic tokens: global attention in every
+    block (STViT's stage 4), then optionally a channel-doubling linear.
+
+    Args:
+        blocks (ModuleList): :class:`CrossAttentionSwinBlock` s.
+        expand (nn.Module | None): ``Linear(C, 2C)`` or None.
+    """
+
+    def __init__(self, blocks, expand=None):
+        super().__init__()
+        self.blocks = blocks
+        self.expand = expand
+
+    def forward(self, x, grid_shape, valid):
+        """Args:
+            x (Tensor): ``(B, L, C)`` semantic tokens.
+            grid_shape (tuple[int, int]): their grid, ``s_H * s_W = L``.
+            valid (Tensor): ``(L, )`` bool.
+
+        Returns:
+            tuple: ``(x_down, grid_shape, out, grid_shape, valid)`` as
+            :meth:`STViTSwinBlockSequence.forward`.
+        """
+        for block in self.blocks:
+            x = SemanticSwinBlockSequence.attend_global(block, x, valid)
+        x_down = x if self.expand is None else self.expand(x)
+        return x_down, grid_shape, x, grid_shape, valid
+
+
+class SemanticSwinTransformer(SwinTransformer):
+    """mmdet's Swin with the configuration and loading that STViT and
+    STViT-R share. Not registered: build :class:`STViTSwinTransformer` or
+    ``STViTRSwinTransformer``.
+
+    Args:
+        arch (str | None): ``'tiny'``, ``'small'`` or ``'base'`` sets
+            ``embed_dims``, ``depths`` and ``num_heads``; None keeps the
+            explicit ones.
+        semantic_stage (int): the stage with semantic tokens.
+        semantic_window (int): ``w_s``, semantic tokens per window side.
+        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2.
+        pooling (str): ``'max'``, ``'avg'`` or ``'intra_inter'``.
+        **kwargs: the arguments of mmdet's ``SwinTransformer``.
+    """
+
+    def __init__(self, arch, semantic_stage, semantic_window, key_windows,
+                 pooling, **kwargs):
+        if arch is not None:
+            if arch not in SWIN_ARCHS:
+                raise ValueError(f'unknown arch {arch!r}; choose from '
+                                 f'{sorted(SWIN_ARCHS)}')
+            kwargs.update(SWIN_ARCHS[arch])
+        args = inspect.signature(SwinTransformer.__init__).bind(
+            None, **kwargs)
+        args.apply_defaults()
+        cfg = args.arguments
+        window = cfg['window_size']
+        if not 0 <= semantic_stage < len(cfg['depths']):
+            raise ValueError(f'semantic stage {semantic_stage} does not '
+                             f'exist in depths {tuple(cfg["depths"])}')
+        if pooling not in POOLINGS:
+            raise ValueError(f'unknown pooling {pooling!r}; choose from '
+                             f'{POOLINGS}')
+        if not 1 <= semantic_window <= window:
+            raise ValueError(f'semantic_window must be in 1..{window} (the '
+                             f'window size), got {semantic_window}')
+        if len(key_windows) != 2 or min(key_windows) < window:
+            raise ValueError(f'key_windows must be two sizes >= the window '
+                             f'size {window}, got {key_windows}')
+        super().__init__(**kwargs)
+        self.swin_cfg = cfg
+        self.semantic_stage = semantic_stage
+
+    def block_args(self, stage):
+        """Arguments of a :class:`CrossAttentionSwinBlock` of ``stage``."""
+        cfg = self.swin_cfg
+        dims = self.num_features[stage]
+        return dict(
+            embed_dims=dims,
+            num_heads=cfg['num_heads'][stage],
+            feedforward_channels=int(cfg['mlp_ratio'] * dims),
+            qkv_bias=cfg['qkv_bias'],
+            qk_scale=cfg['qk_scale'],
+            drop_rate=cfg['drop_rate'],
+            attn_drop_rate=cfg['attn_drop_rate'],
+            act_cfg=cfg['act_cfg'],
+            norm_cfg=cfg['norm_cfg'],
+            with_cp=cfg['with_cp'])
+
+    def cross_attention_block(self, stage, old):
+        """A :class:`CrossAttentionSwinBlock` that replaces the Swin block
+        ``old`` of ``stage`` (same parameter shapes and drop path)."""
+        return CrossAttentionSwinBlock(
+            drop_path_rate=old.attn.drop.drop_prob, **self.block_args(stage))
+
+    #: reads a host (Swin) checkpoint in any supported layout into our names
+    host_state_dict = staticmethod(swin_state_dict)
+
+    #: names (after ``stages.{i}.``) of parameters the method adds to Swin
+    new_parameter_names = ('poolers.', 'global_centres.')
+
+    @property
+    def new_parameter_prefixes(self):
+        """Names of the parameters the method adds to Swin."""
+        return tuple(f'stages.{i}.{name}'
+                     for i in range(len(self.stages))
+                     for name in self.new_parameter_names)
+
+    def _init_new_parameters(self):
+        for stage in self.stages:
+            if isinstance(stage, SemanticSwinBlockSequence):
+                stage.init_new_parameters()
+
+    def init_weights(self):
+        """Initialise from scratch as mmdet's Swin does, or load a Swin
+        checkpoint (official, mmdet/mmseg or mmpretrain layout) given as
+        ``init_cfg=dict(type='Pretrained', checkpoint=...)``, with a report
+        of new, missing, unused and mismatched keys (``self.load_report``).
+        """
+        if self.init_cfg is not None and \
+                self.init_cfg.get('type') == 'Pretrained':
+            state_dict = self.host_state_dict(self.init_cfg['checkpoint'])
+            self._init_new_parameters()
+            self.load_report = load_with_report(self, state_dict,
+                                                self.new_parameter_prefixes)
+        else:
+            super().init_weights()
+            self._init_new_parameters()
+
+
+@MODELS.register_module()
+class STViTSwinTransformer(SemanticSwinTransformer):
+    """STViT: Swin whose later blocks run on semantic tokens only.
+
+    Stage 3 (``semantic_stage``) generates ``w_s x w_s`` semantic tokens per
+    ``w x w`` window with an STGM at blocks ``(i, i + 1)``; the blocks after
+    it attend locally (within a window's tokens) and globally, alternating.
+    The patch merging before the next stage becomes a linear layer doubling
+    the channels, and the later stages attend globally among the semantic
+    tokens. Parameter names and shapes stay Swin's (the replaced blocks lose
+    only their position tables, the patch merging after the semantic stage
+    is unused and ``expand`` is new), so Swin checkpoints initialise it.
+
+    Any input size works: the semantic stage pads to window multiples and
+    masks the padding, and outputs from the semantic stage on do not depend
+    on it (the blocks before the STGM are upstream Swin blocks).
+
+    Args:
+        arch (str | None): ``'tiny'``, ``'small'`` or ``'base'``, or None
+            for explicit ``embed_dims``/``depths``/``num_heads``.
+        semantic_stage (int): stage of the STGM (stage 3, index 2).
+        stgm_index (int | None): 0-based block index of STGM-1 in the
+            stage; None: the paper's (blocks 3-4 of Swin-T, 11-12 of S/B,
+            1-based), or with ``move_stgm`` its "move STGM" variant (1
+            block earlier for T, 2 for S/B). Must be given for a custom
+            ``arch``.
+        move_stgm (bool): use the "move STGM" default.
+        semantic_window (int): ``w_s``; 3 (9 tokens per window) by
+            default, 2 (4 tokens) as the paper's option.
+        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2; the
+            paper's 10 and 14 for classification.
+        pooling (str): initial centres: ``'max'`` (the authors'), ``'avg'``
+            or ``'intra_inter'`` (the paper's learnable pooling).
+        global_centres (bool): learnable ``G`` added to the STGM-2 queries;
+            off for Swin, as in the authors' runs.
+        out_type (str): ``'avg'``: each output is the mean over its valid
+            tokens, ``(B, C)`` (the paper's head); ``'featmap'``: NCHW maps
+            (the semantic grid from the semantic stage on, with padded
+            tokens zeroed).
+        **kwargs: the arguments of mmdet's ``SwinTransformer``;
+            ``out_indices`` defaults to ``(3, )``, the classifier's input.
+    """
+
+    new_parameter_names = SemanticSwinTransformer.new_parameter_names + (
+        'expand.', )
+
+    def __init__(self,
+                 arch=None,
+                 semantic_stage=2,
+                 stgm_index=None,
+                 move_stgm=False,
+                 semantic_window=3,
+                 key_windows=(10, 14),
+                 pooling='max',
+                 global_centres=False,
+                 out_type='avg',
+                 **kwargs):
+        if out_type not in OUT_TYPES:
+            raise ValueError(f'unknown out_type {out_type!r}; choose from '
+                             f'{OUT_TYPES}')
+        if stgm_index is None:
+            if arch not in STGM_INDEX:
+                raise ValueError('stgm_index is needed with a custom arch')
+            stgm_index = STGM_INDEX[arch][int(move_stgm)]
+        kwargs.setdefault('out_indices', (3, ))
+        super().__init__(arch, semantic_stage, semantic_window, key_windows,
+                         pooling, **kwargs)
+        depth = self.swin_cfg['depths'][semantic_stage]
+        if not 0 <= stgm_index <= depth - 2:
+            raise ValueError(f'STGM at blocks ({stgm_index}, '
+                             f'{stgm_index + 1}) does not fit stage '
+                             f'{semantic_stage} of {depth} blocks')
+        self.out_type = out_type
+        window = self.swin_cfg['window_size']
+        for i in range(semantic_stage, len(self.stages)):
+            stage = self.stages[i]
+            dims = self.num_features[i]
+            expand = None if stage.downsample is None else nn.Linear(
+                dims, 2 * dims)
+            blocks = ModuleList([
+                old if i == semantic_stage and j < stgm_index else
+                self.cross_attention_block(i, old)
+                for j, old in enumerate(stage.blocks)
+            ])
+            if i == semantic_stage:
+                self.stages[i] = STViTSwinBlockSequence(
+                    blocks=blocks,
+                    expand=expand,
+                    stgm_index=stgm_index,
+                    window_size=window,
+                    semantic_window=semantic_window,
+                    key_windows=key_windows,
+                    pooling=pooling,
+                    embed_dims=dims,
+                    global_centres=global_centres)
+            else:
+                self.stages[i] = SemanticGlobalBlockSequence(blocks, expand)
+
+    def _output(self, i, out, hw_shape, valid):
+        """Normalised output of stage ``i``: ``(B, C)`` or NCHW."""
+        out = getattr(self, f'norm{i}')(out)  # (B, L, C)
+        if valid is not None:
+            out = out * valid[:, None].to(out.dtype)
+        if self.out_type == 'avg':
+            count = out.shape[1] if valid is None else valid.sum()
+            return out.sum(1) / count
+        return out.view(-1, *hw_shape, out.shape[-1]).permute(
+            0, 3, 1, 2).contiguous()
+
+    def forward(self, x):
+        """Args:
+            x (Tensor): images ``(B, 3, H, W)``, any size.
+
+        Returns:
+            tuple[Tensor]: for each of ``out_indices``, ``(B, C_i)``
+            (``out_type='avg'``) or ``(B, C_i, H_i, W_i)``.
+        """
+        x, hw_shape = self.patch_embed(x)
+        if self.use_abs_pos_embed:
+            x = x + self.absolute_pos_embed
+        x = self.drop_after_pos(x)
+        valid = None
+        outs = []
+        for i, stage in enumerate(self.stages):
+            if i < self.semantic_stage:
+                x, hw_shape, out, out_shape = stage(x, hw_shape)
+            elif i == self.semantic_stage:
+                x, hw_shape, out, out_shape, valid = stage(x, hw_shape)
+            else:
+                x, hw_shape, out, out_shape, valid = stage(
+                    x, hw_shape, valid)
+            if i in self.out_indices:
+                outs.append(self._output(i, out, out_shape, valid))
+        return tuple(outs)
