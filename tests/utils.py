@@ -69,6 +69,18 @@ TINY_MODELS = {
         'model.backbone.stgm_index': 1,
         'model.head.in_channels': 256,
     },
+    'configs/stvit_swin_t_k400.py': {
+        'model.backbone.arch': dict(_delete_=True, embed_dims=32, depths=[1, 1, 4, 1],
+                                    num_heads=[1, 2, 4, 8]),
+        'model.backbone.stgm_index': 1,
+        'model.cls_head.in_channels': 256,
+    },
+    'configs/stvit_swin_s_k400.py': {
+        'model.backbone.arch': dict(_delete_=True, embed_dims=32, depths=[1, 1, 4, 1],
+                                    num_heads=[1, 2, 4, 8]),
+        'model.backbone.stgm_index': 1,
+        'model.cls_head.in_channels': 256,
+    },
     'configs/stvit_r_swin_b_coco.py': {
         **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
         'model.backbone.arch': None,

@@ -30,6 +30,62 @@ def _key_mask(key_valid, batch_windows):
     return key_valid.contiguous()[:, None, None, :]
 
 
+def project_key_values(tokens, norm, qkv):
+    """Keys and values of tokens with a fused projection:
+    ``W_kv LN(tokens)``, rows ``[C:]`` of ``qkv``.
+
+    Projecting a whole map once and then gathering windows from it is the
+    same as projecting every gathered window (LN and the projection act per
+    token), and much cheaper when windows overlap.
+
+    Args:
+        tokens (Tensor): ``(..., C)``.
+        norm (nn.Module): the block's first LayerNorm.
+        qkv (nn.Linear): the fused ``C -> 3C`` projection.
+
+    Returns:
+        Tensor: ``(..., 2C)``, keys then values.
+    """
+    C = tokens.shape[-1]
+    return F.linear(
+        norm(tokens), qkv.weight[C:],
+        None if qkv.bias is None else qkv.bias[C:])
+
+
+def cross_attention(queries, kv, qkv, num_heads, scale, dropout_p=0.,
+                    key_valid=None):
+    """``softmax(q k^T * scale + mask) v`` with ``q = W_q queries``.
+
+    The query projection is rows ``[:C]`` of the fused ``qkv`` layer, so
+    the keys/values from :func:`project_key_values` and the queries come
+    from one Swin ``qkv`` exactly as its self-attention would.
+
+    Args:
+        queries (Tensor): normalised queries ``(N, Lq, C)``.
+        kv (Tensor): projected keys and values ``(N, Lk, 2C)``.
+        qkv (nn.Linear): the fused ``C -> 3C`` projection.
+        num_heads (int): attention heads.
+        scale (float): logit scale, usually ``head_dim ** -0.5``.
+        dropout_p (float): attention dropout (0 in eval).
+        key_valid (Tensor, optional): ``(N, Lk)`` or per-window ``(nW, Lk)``
+            bool; False keys get no attention. Every query needs at least
+            one valid key.
+
+    Returns:
+        Tensor: ``(N, Lq, C)`` before the output projection.
+    """
+    N, Lq, C = queries.shape
+    Lk = kv.shape[1]
+    q = F.linear(queries, qkv.weight[:C],
+                 None if qkv.bias is None else qkv.bias[:C])
+    q = q.view(N, Lq, num_heads, C // num_heads).transpose(1, 2)
+    k, v = kv.view(N, Lk, 2, num_heads, C // num_heads).permute(2, 0, 3, 1, 4)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=_key_mask(key_valid, N), dropout_p=dropout_p,
+        scale=scale)
+    return out.transpose(1, 2).reshape(N, Lq, C)
+
+
 def _nothing_to_init():
     """Init of a WindowMSA without its position table (a module-level
     function, so that the model still pickles)."""
@@ -69,54 +125,29 @@ class CrossAttentionSwinBlock(SwinBlock):
         self.attn.w_msa.init_weights = _nothing_to_init
 
     def key_values(self, tokens):
-        """Keys and values of tokens: ``W_kv LN1(tokens)``.
-
-        Projecting a whole map once and then gathering windows from it is
-        the same as projecting every gathered window (LN and the projection
-        act per token), and much cheaper when windows overlap.
-
-        Args:
-            tokens (Tensor): ``(..., C)``.
-
-        Returns:
-            Tensor: ``(..., 2C)``, keys then values.
-        """
-        C = tokens.shape[-1]
-        weight, bias = self.attn.w_msa.qkv.weight, self.attn.w_msa.qkv.bias
-        return F.linear(
-            self.norm1(tokens), weight[C:],
-            None if bias is None else bias[C:])
+        """Keys and values ``W_kv LN1(tokens)``, ``(..., C) -> (..., 2C)``
+        (see :func:`project_key_values`)."""
+        return project_key_values(tokens, self.norm1, self.attn.w_msa.qkv)
 
     def attend(self, queries, kv, key_valid=None):
-        """Multi-head cross-attention with the block's weights.
+        """Multi-head cross-attention with the block's weights
+        (:func:`cross_attention`), then the output projection.
 
         Args:
             queries (Tensor): normalised queries ``(N, Lq, C)``.
             kv (Tensor): projected keys and values ``(N, Lk, 2C)`` from
                 :meth:`key_values`.
             key_valid (Tensor, optional): ``(N, Lk)`` or per-window
-                ``(nW, Lk)`` bool; False keys get no attention. Every query
-                needs at least one valid key.
+                ``(nW, Lk)`` bool; False keys get no attention.
 
         Returns:
-            Tensor: ``(N, Lq, C)`` after the output projection.
+            Tensor: ``(N, Lq, C)``.
         """
         w_msa = self.attn.w_msa
-        N, Lq, C = queries.shape
-        Lk = kv.shape[1]
-        heads = w_msa.num_heads
-        weight, bias = w_msa.qkv.weight, w_msa.qkv.bias
-        q = F.linear(queries, weight[:C], None if bias is None else bias[:C])
-        q = q.view(N, Lq, heads, C // heads).transpose(1, 2)
-        k, v = kv.view(N, Lk, 2, heads, C // heads).permute(2, 0, 3, 1, 4)
-        out = F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=_key_mask(key_valid, N),
-            dropout_p=w_msa.attn_drop.p if self.training else 0.,
-            scale=w_msa.scale)
-        out = out.transpose(1, 2).reshape(N, Lq, C)
+        out = cross_attention(queries, kv, w_msa.qkv, w_msa.num_heads,
+                              w_msa.scale,
+                              w_msa.attn_drop.p if self.training else 0.,
+                              key_valid)
         return w_msa.proj_drop(w_msa.proj(out))
 
     def forward(self, query, kv, key_valid=None, shortcut=None):

@@ -1,7 +1,8 @@
-"""Load public Swin checkpoints into backbones that keep Swin's names.
+"""Load public host checkpoints into backbones that keep the host's names.
 
-Three layouts are recognised and mapped to mmdet's Swin names (which
-mmpretrain's Swin shares exactly):
+Video Swin checkpoints (mmaction2 and the official release share names)
+load as they are. For 2-D Swin, three layouts are recognised and mapped to
+mmdet's Swin names (which mmpretrain's Swin shares exactly):
 
 * official Swin (microsoft): ``layers.{i}.blocks.{j}.attn.qkv``,
   ``patch_embed.proj`` ... converted with mmdet's ``swin_converter``;
@@ -28,6 +29,33 @@ def _strip(state_dict, prefix):
     return state_dict
 
 
+def _backbone_weights(checkpoint, convert=None):
+    """Load, unwrap (``state_dict``/``model``, ``module.``), optionally
+    ``convert`` a layout, and keep the ``backbone.`` part if there is one.
+    """
+    if isinstance(checkpoint, str):
+        checkpoint = CheckpointLoader.load_checkpoint(
+            checkpoint, map_location='cpu')
+    for key in ('state_dict', 'model'):
+        if key in checkpoint and isinstance(checkpoint[key], dict):
+            checkpoint = checkpoint[key]
+            break
+    state_dict = _strip(OrderedDict(checkpoint), 'module.')
+    if convert is not None:
+        state_dict = convert(state_dict)
+    if any(k.startswith('backbone.') for k in state_dict):
+        state_dict = OrderedDict((k[len('backbone.'):], v)
+                                 for k, v in state_dict.items()
+                                 if k.startswith('backbone.'))
+    return state_dict
+
+
+def _convert_official_swin(state_dict):
+    if 'patch_embed.proj.weight' in state_dict:  # microsoft layout
+        return swin_converter(state_dict)
+    return state_dict
+
+
 def swin_state_dict(checkpoint):
     """Backbone weights of a Swin checkpoint, in mmdet's Swin names.
 
@@ -38,21 +66,21 @@ def swin_state_dict(checkpoint):
     Returns:
         OrderedDict: ``{name: tensor}`` without any ``backbone.`` prefix.
     """
-    if isinstance(checkpoint, str):
-        checkpoint = CheckpointLoader.load_checkpoint(
-            checkpoint, map_location='cpu')
-    for key in ('state_dict', 'model'):
-        if key in checkpoint and isinstance(checkpoint[key], dict):
-            checkpoint = checkpoint[key]
-            break
-    state_dict = _strip(OrderedDict(checkpoint), 'module.')
-    if 'patch_embed.proj.weight' in state_dict:  # official layout
-        state_dict = swin_converter(state_dict)
-    if any(k.startswith('backbone.') for k in state_dict):
-        state_dict = OrderedDict((k[len('backbone.'):], v)
-                                 for k, v in state_dict.items()
-                                 if k.startswith('backbone.'))
-    return state_dict
+    return _backbone_weights(checkpoint, _convert_official_swin)
+
+
+def video_swin_state_dict(checkpoint):
+    """Backbone weights of a Video Swin checkpoint (mmaction2, or the
+    official release, which shares its names: ``layers.{i}.blocks.{j}...``).
+
+    Args:
+        checkpoint (str | dict): a path/URL, or an already loaded
+            checkpoint (a state dict or a dict with ``state_dict``/``model``).
+
+    Returns:
+        OrderedDict: ``{name: tensor}`` without any ``backbone.`` prefix.
+    """
+    return _backbone_weights(checkpoint)
 
 
 def load_with_report(module, state_dict, new_prefixes=(), logger=None):

@@ -1,0 +1,394 @@
+"""STViT on Video Swin: semantic tokens generated from each frame.
+
+Paper: Chang et al., *Making Vision Transformers Efficient from A Token
+Sparsification View* (CVPR 2023), section on video: "semantic tokens are
+generated from each frame" of Video Swin-T/S, about -27% FLOPs. No code was
+released; this is the reconstruction of ``docs/stvit_design.md`` (section
+7): the 2-D STGM of :class:`STViTSwinTransformer` runs on every temporal
+slice of stage 3 (time folded into the batch), semantic local blocks attend
+within one frame's window tokens, global blocks and stage 4 attend among
+all semantic tokens of the clip, and the patch merging before stage 4
+becomes a channel-doubling linear layer. mmaction2's Video Swin names are
+kept, so its checkpoints load.
+"""
+import numpy as np
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.utils.checkpoint as cp
+from mmaction.models.backbones.swin import (SwinTransformer3D,
+                                            SwinTransformerBlock3D,
+                                            compute_mask, get_window_size)
+from mmengine.logging import MMLogger
+from mmengine.model import BaseModule, ModuleList
+
+from ...ops import pad_to_multiple, window_reverse
+from ...registry import MODELS
+from ..layers import cross_attention, project_key_values
+from ..utils import load_with_report, video_swin_state_dict
+from .stvit_swin import (POOLINGS, STGM_INDEX,
+                         SemanticGlobalBlockSequence,
+                         SemanticSwinBlockSequence)
+
+
+class CrossAttentionSwinBlock3D(SwinTransformerBlock3D):
+    """A Video Swin block whose queries attend to another set of tokens.
+
+    The 3-D counterpart of
+    :class:`~mmvitaccel.models.layers.CrossAttentionSwinBlock`, with
+    mmaction2's names (``norm1``, ``attn.qkv``, ``attn.proj``, ``norm2``,
+    ``mlp.fc1``, ``mlp.fc2``):
+    ``x' = shortcut + DropPath(Proj(softmax(q k^T * s + mask) v))``,
+    ``q = W_q LN1(query)``, ``k, v = W_kv LN1(keys)``, then
+    ``x = x' + DropPath(MLP(LN2(x')))``. No relative position bias: the
+    inherited table is removed.
+
+    Args:
+        embed_dims (int): channels ``C``.
+        num_heads (int): attention heads.
+        **kwargs: the other arguments of mmaction2's
+            ``SwinTransformerBlock3D`` (``window_size``/``shift_size`` are
+            meaningless here).
+    """
+
+    def __init__(self, embed_dims, num_heads, **kwargs):
+        kwargs.pop('shift_size', None)
+        super().__init__(embed_dims, num_heads, **kwargs)
+        del self.attn.relative_position_bias_table
+        del self.attn.relative_position_index
+
+    def key_values(self, tokens):
+        """Keys and values ``W_kv LN1(tokens)``: ``(..., C) -> (..., 2C)``.
+        """
+        return project_key_values(tokens, self.norm1, self.attn.qkv)
+
+    def forward(self, query, kv, key_valid=None, shortcut=None):
+        """Attention from ``query`` to projected keys, residual, MLP.
+
+        Args:
+            query (Tensor): ``(N, Lq, C)``.
+            kv (Tensor): ``(N, Lk, 2C)`` from :meth:`key_values`.
+            key_valid (Tensor, optional): ``(N|nW, Lk)`` bool key mask.
+            shortcut (Tensor, optional): residual of the attention, default
+                ``query``.
+
+        Returns:
+            Tensor: ``(N, Lq, C)``.
+        """
+
+        def _inner_forward(query, kv):
+            attn = self.attn
+            identity = query if shortcut is None else shortcut
+            out = cross_attention(self.norm1(query), kv, attn.qkv,
+                                  attn.num_heads, attn.scale,
+                                  attn.attn_drop.p if self.training else 0.,
+                                  key_valid)
+            x = identity + self.drop_path(attn.proj_drop(attn.proj(out)))
+            return x + self.drop_path(self.mlp(self.norm2(x)))
+
+        if self.with_cp and query.requires_grad:
+            return cp.checkpoint(
+                _inner_forward, query, kv, use_reentrant=False)
+        return _inner_forward(query, kv)
+
+
+class STViTSwinBlockSequence3D(SemanticSwinBlockSequence):
+    """The Video Swin stage where STViT generates semantic tokens per frame.
+
+    ``blocks[:i]`` are upstream Video Swin blocks (3-D windows, shifts),
+    ``blocks[i:i + 2]`` the STGM, run on each temporal slice, and the rest
+    semantic blocks alternating local (one frame's window) and global (the
+    whole clip). ``expand`` doubles the channels (None in the last stage).
+
+    Args:
+        blocks (ModuleList): all blocks of the stage.
+        expand (nn.Module | None): ``Linear(C, 2C)`` or None.
+        stgm_index (int): ``i``, the block index of STGM-1.
+        window_size_3d (tuple[int, int, int]): Video Swin's window.
+        shift_size (tuple[int, int, int]): its shift for odd blocks.
+        **kwargs: the arguments of :class:`SemanticSwinBlockSequence`
+            except ``num_stgm``; ``window_size`` is the spatial window.
+    """
+
+    def __init__(self, blocks, expand, stgm_index, window_size_3d,
+                 shift_size, **kwargs):
+        super().__init__(blocks, num_stgm=1, **kwargs)
+        self.expand = expand
+        self.stgm_index = stgm_index
+        self.window_size_3d = tuple(window_size_3d)
+        self.shift_size = tuple(shift_size)
+
+    def _upstream_blocks(self, x):
+        """Upstream Video Swin blocks on ``(B, D, H, W, C)``, with the
+        shift mask of mmaction2's ``BasicLayer``."""
+        _, D, H, W, _ = x.shape
+        window, shift = get_window_size((D, H, W), self.window_size_3d,
+                                        self.shift_size)
+        Dp, Hp, Wp = (int(np.ceil(n / w)) * w
+                      for n, w in zip((D, H, W), window))
+        attn_mask = compute_mask(Dp, Hp, Wp, window, shift, x.device)
+        for block in self.blocks[:self.stgm_index]:
+            x = block(x, attn_mask)
+        return x
+
+    def forward(self, x):
+        """Image tokens of a clip in, semantic tokens out.
+
+        Args:
+            x (Tensor): ``(B, C, D, H, W)``.
+
+        Returns:
+            tuple: ``(x_down, grid_shape, out, grid_shape, valid)``: the
+            semantic tokens after ``expand`` ``(B, D * s_H * s_W, 2C)``
+            and before it ``(B, D * s_H * s_W, C)``, ordered ``(d, row,
+            col)`` on the per-frame semantic grid ``(s_H, s_W)``, the grid
+            ``(D, s_H, s_W)`` and the validity ``(D * s_H * s_W, )``.
+        """
+        i, w, s = self.stgm_index, self.window_size, self.semantic_window
+        x = self._upstream_blocks(x.permute(0, 2, 3, 4, 1).contiguous())
+        B, D, H, W, C = x.shape
+        # every frame is an image: fold time into the batch
+        x, valid = pad_to_multiple(x.view(B * D, H, W, C), w)
+        grid = (x.shape[1] // w * s, x.shape[2] // w * s)
+        _, sem, sem_valid = self.generate(0, self.blocks[i],
+                                          self.blocks[i + 1], x, valid)
+        clip_valid = sem_valid.reshape(-1).repeat(D)
+        for j, block in enumerate(self.blocks[i + 2:]):
+            if j % 2 == 0:  # local: a window's tokens in one frame
+                sem = self.attend_local(block, sem, sem_valid)
+            else:  # global: every semantic token of the clip
+                sem = self.attend_global(block, sem.view(B, -1, C),
+                                         clip_valid).view_as(sem)
+        out = window_reverse(sem, s, *grid).view(B, -1, C)
+        valid = window_reverse(sem_valid[..., None], s, *grid).view(-1)
+        valid = valid.repeat(D)
+        x_down = out if self.expand is None else self.expand(out)
+        return x_down, (D, *grid), out, (D, *grid), valid
+
+
+@MODELS.register_module()
+class STViTSwinTransformer3D(SwinTransformer3D):
+    """STViT on Video Swin (mmaction2's ``SwinTransformer3D``).
+
+    Stage 3 (``semantic_stage``) generates ``w_s x w_s`` semantic tokens per
+    ``7 x 7`` window of every frame with an STGM at blocks ``(i, i + 1)``
+    (the positions of :class:`STViTSwinTransformer`: blocks 3-4 of Swin-T,
+    11-12 of Swin-S, 1-based); the later blocks attend among semantic tokens.
+    Outputs are ``(B, C, D, s_H, s_W)`` maps on the semantic grid (padded
+    tokens zeroed), so mmaction2's ``I3DHead`` takes them unchanged. Video
+    Swin checkpoints (``init_cfg=dict(type='Pretrained', ...)``) load with a
+    report of new/missing/unused/mismatched keys; ``pretrained`` with
+    ``pretrained2d=True`` inflates a 2-D Swin as upstream does.
+
+    Args:
+        arch (str | dict): ``'tiny'``, ``'small'`` or ``'base'`` (or
+            mmaction2's short names), or a dict of ``embed_dims``,
+            ``depths``, ``num_heads``.
+        semantic_stage (int): stage of the STGM (index 2).
+        stgm_index (int | None): 0-based block index of STGM-1 in the
+            stage; None: the paper's, or with ``move_stgm`` the "move STGM"
+            variant. Must be given for a dict ``arch``.
+        move_stgm (bool): use the "move STGM" default.
+        semantic_window (int): ``w_s``, 3 (9 tokens per window and frame).
+        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2, per
+            frame; 10 and 14 as in classification.
+        pooling (str): ``'max'``, ``'avg'`` or ``'intra_inter'``.
+        global_centres (bool): learnable ``G`` on the STGM-2 queries.
+        **kwargs: the arguments of mmaction2's ``SwinTransformer3D``
+            (``out_after_downsample`` must stay False).
+    """
+
+    _short_arch = {'t': 'tiny', 's': 'small', 'b': 'base'}
+
+    def __init__(self,
+                 arch,
+                 semantic_stage=2,
+                 stgm_index=None,
+                 move_stgm=False,
+                 semantic_window=3,
+                 key_windows=(10, 14),
+                 pooling='max',
+                 global_centres=False,
+                 **kwargs):
+        name = self._short_arch.get(arch, arch) \
+            if isinstance(arch, str) else None
+        if stgm_index is None:
+            if name not in STGM_INDEX:
+                raise ValueError('stgm_index is needed with a custom arch '
+                                 f'({arch!r})')
+            stgm_index = STGM_INDEX[name][int(move_stgm)]
+        if pooling not in POOLINGS:
+            raise ValueError(f'unknown pooling {pooling!r}; choose from '
+                             f'{POOLINGS}')
+        if kwargs.get('out_after_downsample', False):
+            raise ValueError('out_after_downsample=True is not supported: '
+                             'the semantic stages have no patch merging')
+        window_3d = tuple(kwargs.get('window_size', (8, 7, 7)))
+        if window_3d[1] != window_3d[2]:
+            raise ValueError(f'the spatial window must be square, got '
+                             f'{window_3d}')
+        window = window_3d[1]
+        if not 1 <= semantic_window <= window:
+            raise ValueError(f'semantic_window must be in 1..{window} (the '
+                             f'window size), got {semantic_window}')
+        if len(key_windows) != 2 or min(key_windows) < window:
+            raise ValueError(f'key_windows must be two sizes >= the window '
+                             f'size {window}, got {key_windows}')
+        super().__init__(arch, **kwargs)
+        if not 0 <= semantic_stage < self.num_layers:
+            raise ValueError(f'semantic stage {semantic_stage} does not '
+                             f'exist in depths {tuple(self.depths)}')
+        depth = self.depths[semantic_stage]
+        if not 0 <= stgm_index <= depth - 2:
+            raise ValueError(f'STGM at blocks ({stgm_index}, '
+                             f'{stgm_index + 1}) does not fit stage '
+                             f'{semantic_stage} of {depth} blocks')
+        self.semantic_stage = semantic_stage
+        for i in range(semantic_stage, self.num_layers):
+            layer = self.layers[i]
+            dims = layer.embed_dims
+            expand = None if layer.downsample is None else nn.Linear(
+                dims, 2 * dims)
+            blocks = ModuleList([
+                old if i == semantic_stage and j < stgm_index else
+                self._cross_attention_block(old)
+                for j, old in enumerate(layer.blocks)
+            ])
+            if i == semantic_stage:
+                self.layers[i] = STViTSwinBlockSequence3D(
+                    blocks=blocks,
+                    expand=expand,
+                    stgm_index=stgm_index,
+                    window_size_3d=layer.window_size,
+                    shift_size=layer.shift_size,
+                    window_size=window,
+                    semantic_window=semantic_window,
+                    key_windows=key_windows,
+                    pooling=pooling,
+                    embed_dims=dims,
+                    global_centres=global_centres)
+            else:
+                self.layers[i] = SemanticGlobalBlockSequence(blocks, expand)
+
+    @staticmethod
+    def _cross_attention_block(old):
+        """A cross-attention block with the shapes and drop path of the
+        Video Swin block ``old``."""
+        drop_path = old.drop_path.drop_prob \
+            if hasattr(old.drop_path, 'drop_prob') else 0.
+        return CrossAttentionSwinBlock3D(
+            embed_dims=old.embed_dims,
+            num_heads=old.num_heads,
+            mlp_ratio=old.mlp_ratio,
+            qkv_bias=old.attn.qkv.bias is not None,
+            qk_scale=old.attn.scale,
+            drop=old.attn.proj_drop.p,
+            attn_drop=old.attn.attn_drop.p,
+            drop_path=drop_path,
+            act_cfg=dict(type=type(old.mlp.act).__name__),
+            norm_cfg=dict(type='LN'),
+            with_cp=old.with_cp)
+
+    #: reads a Video Swin checkpoint into our names
+    host_state_dict = staticmethod(video_swin_state_dict)
+
+    @property
+    def new_parameter_prefixes(self):
+        """Names of the parameters STViT adds to Video Swin."""
+        return tuple(f'layers.{i}.{name}' for i in range(self.num_layers)
+                     for name in ('poolers.', 'global_centres.', 'expand.'))
+
+    def inflate_weights(self, logger):
+        """Inflate a 2-D Swin checkpoint (``self.pretrained``) as upstream
+        ``SwinTransformer3D.inflate_weights`` does (patch embedding averaged
+        over time, position tables resized to the window and repeated over
+        its ``2 * w_t - 1`` temporal offsets, ``norm`` -> ``norm3``), skipping
+        the tables of the blocks that became cross-attention, and report
+        what was loaded (``self.load_report``).
+
+        Args:
+            logger (MMLogger): where the report goes.
+        """
+        state_dict = video_swin_state_dict(self.pretrained)
+        own = self.state_dict()
+        state_dict = {
+            k: v
+            for k, v in state_dict.items()
+            if 'relative_position_index' not in k and 'attn_mask' not in k
+        }
+        weight = state_dict['patch_embed.proj.weight']
+        if weight.dim() == 4:
+            t = self.patch_size[0]
+            state_dict['patch_embed.proj.weight'] = \
+                weight.unsqueeze(2).repeat(1, 1, t, 1, 1) / t
+        wd, wh, ww = self.window_size
+        for k in [k for k in state_dict if 'relative_position_bias_table' in k]:
+            if k not in own:
+                continue  # a replaced block: reported as unused below
+            table = state_dict.pop(k)
+            side = int(table.shape[0]**0.5)
+            if side != 2 * wh - 1 or side != 2 * ww - 1:
+                table = F.interpolate(
+                    table.permute(1, 0).view(1, -1, side, side),
+                    size=(2 * wh - 1, 2 * ww - 1),
+                    mode='bicubic').flatten(2)[0].permute(1, 0)
+            state_dict[k] = table.repeat(2 * wd - 1, 1)
+        # the 3-D index buffers are ours (computed from the window)
+        state_dict.update({k: v for k, v in own.items()
+                           if 'relative_position_index' in k})
+        if 'norm.weight' in state_dict and hasattr(self, 'norm3'):
+            state_dict['norm3.weight'] = state_dict.pop('norm.weight')
+            state_dict['norm3.bias'] = state_dict.pop('norm.bias')
+        self.load_report = load_with_report(
+            self, state_dict, self.new_parameter_prefixes, logger)
+
+    def init_weights(self):
+        """Load a Video Swin checkpoint given as ``init_cfg=dict(type=
+        'Pretrained', checkpoint=...)`` with a report (``self.load_report``),
+        inflate a 2-D Swin given as ``pretrained`` (``pretrained2d=True``)
+        as upstream does, or initialise from scratch."""
+        stage = self.layers[self.semantic_stage]
+        if isinstance(self.init_cfg, dict) and \
+                self.init_cfg.get('type') == 'Pretrained':
+            stage.init_new_parameters()
+            self.load_report = load_with_report(
+                self, self.host_state_dict(self.init_cfg['checkpoint']),
+                self.new_parameter_prefixes)
+            return
+        if self.pretrained2d and self.pretrained:
+            self.inflate_weights(MMLogger.get_current_instance())
+            stage.init_new_parameters()
+            return
+        else:
+            BaseModule.init_weights(self)
+        stage.init_new_parameters()
+
+    def forward(self, x):
+        """Args:
+            x (Tensor): clips ``(B, 3, T, H, W)``.
+
+        Returns:
+            Tensor | tuple[Tensor]: ``(B, C_i, D_i, H_i, W_i)`` for each of
+            ``out_indices`` (a single tensor when there is one, as
+            upstream).
+        """
+        x = self.pos_drop(self.patch_embed(x))
+        valid = None
+        outs = []
+        for i, layer in enumerate(self.layers):
+            if i < self.semantic_stage:
+                x = layer(x.contiguous(), do_downsample=False)
+                out, grid = x, None
+                if layer.downsample is not None:
+                    x = layer.downsample(x)
+                x = x.permute(0, 4, 1, 2, 3)
+            elif i == self.semantic_stage:
+                x, grid, out, _, valid = layer(x)
+            else:
+                x, grid, out, _, valid = layer(x, grid, valid)
+            if i in self.out_indices:
+                out = getattr(self, f'norm{i}')(out)
+                if valid is not None:  # (B, D*s_H*s_W, C) -> NCDHW
+                    out = out * valid[:, None].to(out.dtype)
+                    out = out.view(out.shape[0], *grid, out.shape[-1])
+                outs.append(out.permute(0, 4, 1, 2, 3).contiguous())
+        return outs[0] if len(outs) == 1 else tuple(outs)
