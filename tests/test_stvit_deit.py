@@ -1,12 +1,31 @@
-"""STViT-DeiT: the cross-attention ViT layer."""
+"""STViT-DeiT: the cross-attention ViT layer, DeiT weights (mmpretrain and
+official layouts)."""
+import importlib.util
+import os.path as osp
+
 import pytest
 import torch
+from mmpretrain.models import VisionTransformer
 from mmpretrain.models.backbones.vision_transformer import \
     TransformerEncoderLayer
 
 from mmvitaccel.models.layers import CrossAttentionViTLayer
+from mmvitaccel.models.utils import deit_converter, deit_state_dict
 
+#: 8 layers so that the default STGM at (4, 5) fits, with 2 layers after it
+TINY = dict(embed_dims=64, num_layers=8, num_heads=2, feedforward_channels=128)
 LAYER = dict(embed_dims=64, num_heads=4, feedforward_channels=128)
+
+
+def _upstream(**kwargs):
+    torch.manual_seed(0)
+    vit = VisionTransformer(arch=TINY, **kwargs)
+    vit.init_weights()
+    with torch.no_grad():  # not the init values: a load must copy them
+        for p in vit.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    vit.eval()  # mmpretrain backbones' train() returns None: no chaining
+    return vit
 
 
 # --- the layer ---------------------------------------------------------------
@@ -64,3 +83,57 @@ def test_cross_layer_attends_to_other_tokens_and_masks_keys():
             layer(query, layer.key_values(noisy), valid))
         with pytest.raises(ValueError, match='2 \\* 64 channels'):
             layer(query, keys)
+
+
+# --- weights -----------------------------------------------------------------
+
+
+def _official_layout(mmpretrain_state):
+    """mmpretrain ViT names -> the facebookresearch/deit (timm) names."""
+    out = {}
+    for k, v in mmpretrain_state.items():
+        k = k.replace('ffn.layers.0.0.', 'mlp.fc1.')
+        k = k.replace('ffn.layers.1.', 'mlp.fc2.')
+        k = k.replace('attn.gamma1.weight', 'gamma_1')
+        k = k.replace('ffn.gamma2.weight', 'gamma_2')
+        k = k.replace('layers.', 'blocks.')
+        k = k.replace('.ln1.', '.norm1.').replace('.ln2.', '.norm2.')
+        k = k.replace('patch_embed.projection.', 'patch_embed.proj.')
+        if k.startswith('ln1.'):
+            k = 'norm.' + k[4:]
+        if k.startswith('ln2.'):
+            k = 'fc_norm.' + k[4:]
+        out[k] = v
+    out['head.weight'], out['head.bias'] = torch.zeros(10, 64), torch.zeros(10)
+    return out
+
+
+def test_official_deit_layout_round_trip():
+    # layer scale and a pooled-feature norm exercise every renaming
+    vit = _upstream(layer_scale_init_value=0.1, out_type='avg_featmap')
+    official = _official_layout(vit.state_dict())
+    assert 'blocks.0.attn.qkv.weight' in official and 'cls_token' in official
+    converted = deit_state_dict(dict(model=official))
+    assert list(converted) == list(vit.state_dict())
+    for key, value in vit.state_dict().items():
+        assert torch.equal(converted[key], value), key
+
+
+def test_converter_agrees_with_mmpretrain_deit3_script():
+    import mmpretrain
+    script = osp.join(
+        osp.dirname(mmpretrain.__file__), '.mim', 'tools', 'model_converters',
+        'deit3_to_mmpretrain.py')
+    if not osp.isfile(script):
+        pytest.skip('this mmpretrain install does not ship its tools')
+    spec = importlib.util.spec_from_file_location('deit3_converter', script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    vit = _upstream(layer_scale_init_value=0.1)
+    official = _official_layout(vit.state_dict())
+    theirs = {
+        k[len('backbone.'):]: v
+        for k, v in module.convert_deit3(official).items()
+        if k.startswith('backbone.')
+    }
+    assert deit_converter(official) == theirs

@@ -1,3 +1,6 @@
-from .checkpoint import load_with_report, swin_state_dict
+from .checkpoint import (deit_converter, deit_state_dict, load_with_report,
+                         swin_state_dict)
 
-__all__ = ['load_with_report', 'swin_state_dict']
+__all__ = [
+    'deit_converter', 'deit_state_dict', 'load_with_report', 'swin_state_dict'
+]
