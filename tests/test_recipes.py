@@ -17,6 +17,9 @@ EXPECTED_METRIC = {
     'configs/stvit_r_swin_s_in1k.py': 'accuracy/top1',
     'configs/stvit_r_swin_b_in1k.py': 'accuracy/top1',
     'configs/stvit_r_swin_s_upernet_ade20k.py': 'mIoU',
+    'configs/stvit_deit_t_in1k.py': 'accuracy/top1',
+    'configs/stvit_deit_s_in1k.py': 'accuracy/top1',
+    'configs/stvit_deit_b_in1k.py': 'accuracy/top1',
 }
 
 

@@ -2,6 +2,7 @@
 DeiT weights (mmpretrain and official layouts), errors, FLOPs."""
 import importlib.util
 import os.path as osp
+import sys
 
 import pytest
 import torch
@@ -17,6 +18,8 @@ from mmvitaccel.models import STViTDeiT
 from mmvitaccel.models.layers import CrossAttentionViTLayer
 from mmvitaccel.models.utils import deit_converter, deit_state_dict
 from mmvitaccel.utils.flops import count_flops, count_params
+
+from .utils import REPO
 
 #: 8 layers so that the default STGM at (4, 5) fits, with 2 layers after it
 TINY = dict(embed_dims=64, num_layers=8, num_heads=2, feedforward_channels=128)
@@ -330,6 +333,37 @@ def test_converter_agrees_with_mmpretrain_deit3_script():
         if k.startswith('backbone.')
     }
     assert deit_converter(official) == theirs
+
+
+def test_convert_checkpoint_tool(tmp_path, monkeypatch, capsys):
+    vit = _upstream()
+    torch.save(dict(state_dict={f'backbone.{k}': v
+                                for k, v in vit.state_dict().items()}),
+               tmp_path / 'deit.pth')
+    config = tmp_path / 'tiny_stvit_deit.py'
+    config.write_text(
+        f"_base_ = '{REPO}/configs/stvit_deit_s_in1k.py'\n"
+        f'model = dict(backbone=dict(arch=dict(_delete_=True, **{TINY!r})),'
+        ' head=dict(in_channels=64))\n')
+    spec = importlib.util.spec_from_file_location(
+        'convert_checkpoint',
+        osp.join(REPO, 'tools', 'model_converters', 'convert_checkpoint.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    monkeypatch.setattr(sys, 'argv', [
+        'convert_checkpoint.py',
+        str(config),
+        str(tmp_path / 'deit.pth'),
+        str(tmp_path / 'stvit.pth')
+    ])
+    tool.main()
+    out = capsys.readouterr().out
+    assert 'missing: 0' in out and f'new: {len(NEW_KEYS)}' in out
+    assert 'unused: 0' in out and 'mismatched: 0' in out
+    state = torch.load(tmp_path / 'stvit.pth')['state_dict']
+    for key, value in vit.state_dict().items():
+        assert torch.equal(state[f'backbone.{key}'], value), key
+    assert set(state) == {f'backbone.{k}' for k in _ours().state_dict()}
 
 
 # --- full size ---------------------------------------------------------------
