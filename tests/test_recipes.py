@@ -22,6 +22,9 @@ EXPECTED_METRIC = {
     'configs/stvit_swin_b_in1k.py': 'accuracy/top1',
     'configs/stvit_swin_t_k400.py': 'acc/top1',
     'configs/stvit_swin_s_k400.py': 'acc/top1',
+    'configs/stvit_deit_t_in1k.py': 'accuracy/top1',
+    'configs/stvit_deit_s_in1k.py': 'accuracy/top1',
+    'configs/stvit_deit_b_in1k.py': 'accuracy/top1',
 }
 
 

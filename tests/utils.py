@@ -12,6 +12,12 @@ from mmvitaccel.utils.tiny import tinyfy_config
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 TINY_SWIN_DET = dict(embed_dims=32, depths=[1, 1, 2, 1], num_heads=[1, 2, 4, 8])
+# 8 layers: STViT-DeiT's STGM at (4, 5) and two semantic layers after it
+TINY_STVIT_DEIT = {
+    'model.backbone.arch': dict(_delete_=True, embed_dims=64, num_layers=8, num_heads=2,
+                                feedforward_channels=128),
+    'model.head.in_channels': 64,
+}
 
 #: config -> options that make its model small enough for a CPU train step
 #: (the full-size models are exercised under no_grad elsewhere)
@@ -106,6 +112,9 @@ TINY_MODELS = {
         'model.auxiliary_head.in_channels': 128,
         'model.auxiliary_head.channels': 32,
     },
+    'configs/stvit_deit_t_in1k.py': TINY_STVIT_DEIT,
+    'configs/stvit_deit_s_in1k.py': TINY_STVIT_DEIT,
+    'configs/stvit_deit_b_in1k.py': TINY_STVIT_DEIT,
     'configs/_base_/swin_t_k400.py': {
         'model.backbone.arch': dict(_delete_=True, embed_dims=32, depths=[1, 1, 2, 1],
                                     num_heads=[1, 2, 4, 8]),

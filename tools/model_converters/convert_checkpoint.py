@@ -1,8 +1,9 @@
 """Convert a host checkpoint into the weights of an mmvitaccel backbone.
 
 Reads a checkpoint of the backbone's host model (Swin: official microsoft,
-mmdet/mmseg or mmpretrain layouts; DeiT: mmpretrain layout), maps it onto
-the backbone of CONFIG (e.g. STViT-R-Swin-S) with the backbone's own
+mmdet/mmseg or mmpretrain layouts; DeiT: official facebookresearch/timm or
+mmpretrain layouts), maps it onto the backbone of CONFIG (e.g.
+STViT-R-Swin-S, STViT-DeiT-S) with the backbone's own
 ``host_state_dict``, prints which keys are new, missing, unused or
 mismatched, and saves the backbone's state dict with a ``backbone.`` prefix, ready for ``load_from`` or
 ``init_cfg=dict(type='Pretrained', checkpoint=..., prefix='backbone.')``.

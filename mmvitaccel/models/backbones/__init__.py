@@ -1,14 +1,15 @@
+from .stvit_deit import STViTDeiT
 from .stvit_r_swin import DumbbellSwinBlockSequence, STViTRSwinTransformer
-from .stvit_swin3d import (CrossAttentionSwinBlock3D, STViTSwinBlockSequence3D,
-                           STViTSwinTransformer3D)
 from .stvit_swin import (SemanticGlobalBlockSequence,
                          SemanticSwinBlockSequence, SemanticSwinTransformer,
                          STViTSwinBlockSequence, STViTSwinTransformer)
+from .stvit_swin3d import (CrossAttentionSwinBlock3D, STViTSwinBlockSequence3D,
+                           STViTSwinTransformer3D)
 
 __all__ = [
-    'DumbbellSwinBlockSequence', 'STViTRSwinTransformer',
+    'CrossAttentionSwinBlock3D', 'DumbbellSwinBlockSequence',
     'SemanticGlobalBlockSequence', 'SemanticSwinBlockSequence',
-    'SemanticSwinTransformer', 'STViTSwinBlockSequence',
-    'STViTSwinTransformer', 'CrossAttentionSwinBlock3D',
-    'STViTSwinBlockSequence3D', 'STViTSwinTransformer3D'
+    'SemanticSwinTransformer', 'STViTDeiT', 'STViTRSwinTransformer',
+    'STViTSwinBlockSequence', 'STViTSwinBlockSequence3D',
+    'STViTSwinTransformer', 'STViTSwinTransformer3D'
 ]

@@ -1,7 +1,8 @@
 from .semantic_attention import (CrossAttentionSwinBlock, MaskedWindowSwinBlock,
                                  cross_attention, project_key_values)
+from .semantic_vit_layer import CrossAttentionViTLayer
 
 __all__ = [
-    'CrossAttentionSwinBlock', 'MaskedWindowSwinBlock', 'cross_attention',
-    'project_key_values'
+    'CrossAttentionSwinBlock', 'CrossAttentionViTLayer',
+    'MaskedWindowSwinBlock', 'cross_attention', 'project_key_values'
 ]

@@ -1,4 +1,7 @@
-from .checkpoint import (load_with_report, swin_state_dict,
-                         video_swin_state_dict)
+from .checkpoint import (deit_converter, deit_state_dict, load_with_report,
+                         swin_state_dict, video_swin_state_dict)
 
-__all__ = ['load_with_report', 'swin_state_dict', 'video_swin_state_dict']
+__all__ = [
+    'deit_converter', 'deit_state_dict', 'load_with_report', 'swin_state_dict',
+    'video_swin_state_dict'
+]

@@ -10,6 +10,15 @@ mmdet's Swin names (which mmpretrain's Swin shares exactly):
   segmentor checkpoint, or bare;
 * mmpretrain Swin: ``backbone.stages.{i}...`` inside a classifier.
 
+DeiT / ViT: two layouts are recognised and mapped to mmpretrain's
+``VisionTransformer`` names:
+
+* official DeiT (facebookresearch/deit, timm): ``blocks.{i}.attn.qkv``,
+  ``patch_embed.proj``, ``cls_token`` ... converted by
+  :func:`deit_converter`;
+* mmpretrain DeiT/ViT: ``backbone.layers.{i}...`` inside a classifier, or
+  bare.
+
 Loading reports four kinds of keys, so that a user sees exactly what a
 checkpoint did and did not provide: *new* (parameters the method adds,
 expected to be absent), *missing* (expected but absent), *unused* (in the
@@ -18,6 +27,7 @@ cross-attention) and *mismatched* (same name, different shape; skipped).
 """
 from collections import OrderedDict
 
+import torch
 from mmdet.models.backbones.swin import swin_converter
 from mmengine.logging import MMLogger
 from mmengine.runner.checkpoint import CheckpointLoader
@@ -29,10 +39,9 @@ def _strip(state_dict, prefix):
     return state_dict
 
 
-def _backbone_weights(checkpoint, convert=None):
-    """Load, unwrap (``state_dict``/``model``, ``module.``), optionally
-    ``convert`` a layout, and keep the ``backbone.`` part if there is one.
-    """
+def _read_state_dict(checkpoint):
+    """The flat state dict of a checkpoint path or loaded checkpoint
+    (``state_dict``/``model`` wrappers and a ``module.`` prefix removed)."""
     if isinstance(checkpoint, str):
         checkpoint = CheckpointLoader.load_checkpoint(
             checkpoint, map_location='cpu')
@@ -40,19 +49,16 @@ def _backbone_weights(checkpoint, convert=None):
         if key in checkpoint and isinstance(checkpoint[key], dict):
             checkpoint = checkpoint[key]
             break
-    state_dict = _strip(OrderedDict(checkpoint), 'module.')
-    if convert is not None:
-        state_dict = convert(state_dict)
+    return _strip(OrderedDict(checkpoint), 'module.')
+
+
+def _backbone_only(state_dict):
+    """Keep the ``backbone.`` part of a whole-model state dict, unprefixed;
+    a bare backbone state dict is returned as is."""
     if any(k.startswith('backbone.') for k in state_dict):
-        state_dict = OrderedDict((k[len('backbone.'):], v)
-                                 for k, v in state_dict.items()
-                                 if k.startswith('backbone.'))
-    return state_dict
-
-
-def _convert_official_swin(state_dict):
-    if 'patch_embed.proj.weight' in state_dict:  # microsoft layout
-        return swin_converter(state_dict)
+        return OrderedDict((k[len('backbone.'):], v)
+                           for k, v in state_dict.items()
+                           if k.startswith('backbone.'))
     return state_dict
 
 
@@ -66,7 +72,10 @@ def swin_state_dict(checkpoint):
     Returns:
         OrderedDict: ``{name: tensor}`` without any ``backbone.`` prefix.
     """
-    return _backbone_weights(checkpoint, _convert_official_swin)
+    state_dict = _read_state_dict(checkpoint)
+    if 'patch_embed.proj.weight' in state_dict:  # official layout
+        state_dict = swin_converter(state_dict)
+    return _backbone_only(state_dict)
 
 
 def video_swin_state_dict(checkpoint):
@@ -80,7 +89,88 @@ def video_swin_state_dict(checkpoint):
     Returns:
         OrderedDict: ``{name: tensor}`` without any ``backbone.`` prefix.
     """
-    return _backbone_weights(checkpoint)
+    return _backbone_only(_read_state_dict(checkpoint))
+
+
+#: official DeiT block names -> mmpretrain ``TransformerEncoderLayer`` names
+_DEIT_BLOCK_RENAMES = (
+    ('.norm1.', '.ln1.'),
+    ('.norm2.', '.ln2.'),
+    ('.mlp.fc1.', '.ffn.layers.0.0.'),
+    ('.mlp.fc2.', '.ffn.layers.1.'),
+    ('.gamma_1', '.attn.gamma1.weight'),  # layer scale (DeiT III)
+    ('.gamma_2', '.ffn.gamma2.weight'),
+)
+
+#: official DeiT top-level names -> mmpretrain ``VisionTransformer`` names
+_DEIT_TOP_RENAMES = (
+    ('patch_embed.proj.', 'patch_embed.projection.'),
+    ('norm.', 'ln1.'),  # final norm
+    ('fc_norm.', 'ln2.'),  # norm after global average pooling
+)
+
+
+def deit_converter(state_dict):
+    """Official DeiT (facebookresearch/deit, timm) names -> mmpretrain's.
+
+    ``blocks.{i}.{norm1,attn.qkv,attn.proj,norm2,mlp.fc1,mlp.fc2}`` become
+    ``layers.{i}.{ln1,attn.qkv,attn.proj,ln2,ffn.layers.0.0,ffn.layers.1}``,
+    ``patch_embed.proj`` becomes ``patch_embed.projection``, the final
+    ``norm`` ``ln1``; ``cls_token``, ``pos_embed`` (and a distilled model's
+    ``dist_token``) keep their names. The classifier (``head``,
+    ``head_dist``) is dropped. mmpretrain ships the same mapping only as a
+    script (``tools/model_converters/deit3_to_mmpretrain.py``), which is not
+    importable; the tests check that both agree.
+
+    Args:
+        state_dict (dict): official DeiT weights.
+
+    Returns:
+        OrderedDict: backbone weights in mmpretrain's names, no prefix.
+    """
+    out = OrderedDict()
+    for key, value in state_dict.items():
+        if key.startswith(('head.', 'head_dist.')):
+            continue
+        if key.startswith('blocks.'):
+            key = 'layers.' + key[len('blocks.'):]
+            for old, new in _DEIT_BLOCK_RENAMES:
+                key = key.replace(old, new)
+        else:
+            for old, new in _DEIT_TOP_RENAMES:
+                if key.startswith(old):
+                    key = new + key[len(old):]
+                    break
+        out[key] = value
+    return out
+
+
+def deit_state_dict(checkpoint):
+    """Backbone weights of a DeiT/ViT checkpoint, in mmpretrain's
+    ``VisionTransformer`` names.
+
+    A distilled DeiT's position embedding has a slot for its distillation
+    token (index 1, after the class token); that slot is removed so that
+    the embedding fits a model with one class token. ``dist_token`` itself
+    is kept, and a loader reports it as unused.
+
+    Args:
+        checkpoint (str | dict): a path/URL, or an already loaded
+            checkpoint (a state dict or a dict with ``state_dict``/``model``)
+            in the official or the mmpretrain layout.
+
+    Returns:
+        OrderedDict: ``{name: tensor}`` without any ``backbone.`` prefix.
+    """
+    state_dict = _read_state_dict(checkpoint)
+    if 'patch_embed.proj.weight' in state_dict:  # official layout
+        state_dict = deit_converter(state_dict)
+    state_dict = _backbone_only(state_dict)
+    if 'dist_token' in state_dict and 'pos_embed' in state_dict:
+        pos_embed = state_dict['pos_embed']
+        state_dict['pos_embed'] = torch.cat(
+            [pos_embed[:, :1], pos_embed[:, 2:]], dim=1)
+    return state_dict
 
 
 def load_with_report(module, state_dict, new_prefixes=(), logger=None):
