@@ -85,3 +85,23 @@ def test_swin_checkpoint_converter(tmp_path):
     state = torch.load(tmp_path / 'stvit.pth')['state_dict']
     qkv = 'backbone.stages.2.blocks.1.attn.w_msa.qkv.weight'
     assert torch.equal(state[qkv], swin.state_dict()[qkv[9:]])
+
+
+def test_stvit_r_mixed_into_mmseg_upernet_by_cfg_options(tmp_path,
+                                                          tiny_data_dir):
+    """The issue's user story: mmseg's own UperNet Swin config, with only
+    the backbone type (and tiny widths) changed on the command line."""
+    config = ('mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_'
+              '8xb2-160k_ade20k-512x512.py')
+    out = run('tools/train.py', config, '--tiny', '--work-dir',
+              str(tmp_path / 'work'), '--cfg-options',
+              'model.backbone.type=mmvitaccel.STViTRSwinTransformer',
+              'model.backbone.embed_dims=32',
+              'model.backbone.depths=[1,1,6,1]',
+              'model.backbone.num_heads=[1,2,4,8]',
+              'model.decode_head.in_channels=[32,64,128,256]',
+              'model.decode_head.channels=64',
+              'model.auxiliary_head.in_channels=128',
+              'model.auxiliary_head.channels=32',
+              f'tiny.data_root={tiny_data_dir}', 'tiny.max_iters=2')
+    assert 'STViTRSwinTransformer' in out and 'mIoU' in out
