@@ -18,6 +18,20 @@ import torch.nn as nn
 
 POOLING_MODES = ('max', 'avg')
 
+#: every way to get initial centres: the fixed modes and the learnable one
+CENTRE_POOLINGS = POOLING_MODES + ('intra_inter', )
+
+
+def check_pooling(pooling):
+    """Raise a clear ``ValueError`` for an unknown centre pooling.
+
+    Args:
+        pooling (str): one of :data:`CENTRE_POOLINGS`.
+    """
+    if pooling not in CENTRE_POOLINGS:
+        raise ValueError(f'unknown pooling {pooling!r}; choose from '
+                         f'{CENTRE_POOLINGS}')
+
 
 def adaptive_bins(in_size, out_size):
     """The bins of adaptive pooling along one axis.

@@ -16,7 +16,7 @@ from mmengine.model.weight_init import trunc_normal_
 from mmpretrain.models.backbones import VisionTransformer
 from mmpretrain.models.utils import resize_pos_embed
 
-from ...ops import IntraInterPooling, pool_centres
+from ...ops import IntraInterPooling, check_pooling, pool_centres
 from ...registry import MODELS
 from ..layers import CrossAttentionViTLayer
 from ..utils import deit_state_dict, load_with_report
@@ -24,8 +24,6 @@ from ..utils import deit_state_dict, load_with_report
 #: short names of the DeiT sizes (mmpretrain's own ``'small'`` is ViT-S, a
 #: different model; STViT-DeiT reads them as DeiT)
 DEIT_ARCHS = {'tiny': 'deit-tiny', 'small': 'deit-small', 'base': 'deit-base'}
-
-POOLINGS = ('max', 'avg', 'intra_inter')
 
 
 @MODELS.register_module()
@@ -120,9 +118,7 @@ class STViTDeiT(VisionTransformer):
         if out_type not in self.OUT_TYPES:
             raise ValueError(f'unknown out_type {out_type!r}; choose from '
                              f'{sorted(self.OUT_TYPES)}')
-        if pooling not in POOLINGS:
-            raise ValueError(f'unknown pooling {pooling!r}; choose from '
-                             f'{POOLINGS}')
+        check_pooling(pooling)
         side = math.isqrt(semantic_tokens) if isinstance(
             semantic_tokens, int) and semantic_tokens > 0 else 0
         if side == 0 or side * side != semantic_tokens:

@@ -25,8 +25,9 @@ from mmdet.models.backbones.swin import SwinTransformer
 from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
-from ...ops import (IntraInterPooling, neighbourhood_windows, pad_to_multiple,
-                    pool_centres, window_partition, window_reverse)
+from ...ops import (IntraInterPooling, check_pooling, neighbourhood_windows,
+                    pad_to_multiple, pool_centres, window_partition,
+                    window_reverse)
 from ...registry import MODELS
 from ..layers import CrossAttentionSwinBlock
 from ..utils import load_with_report, swin_state_dict
@@ -39,8 +40,6 @@ SWIN_ARCHS = {
     'base': dict(embed_dims=128, depths=(2, 2, 18, 2),
                  num_heads=(4, 8, 16, 32)),
 }
-
-POOLINGS = ('max', 'avg', 'intra_inter')
 
 OUT_TYPES = ('avg', 'featmap')
 
@@ -295,9 +294,7 @@ class SemanticSwinTransformer(SwinTransformer):
         if not 0 <= semantic_stage < len(cfg['depths']):
             raise ValueError(f'semantic stage {semantic_stage} does not '
                              f'exist in depths {tuple(cfg["depths"])}')
-        if pooling not in POOLINGS:
-            raise ValueError(f'unknown pooling {pooling!r}; choose from '
-                             f'{POOLINGS}')
+        check_pooling(pooling)
         if not 1 <= semantic_window <= window:
             raise ValueError(f'semantic_window must be in 1..{window} (the '
                              f'window size), got {semantic_window}')

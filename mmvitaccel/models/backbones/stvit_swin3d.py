@@ -21,11 +21,11 @@ from mmaction.models.backbones.swin import (SwinTransformer3D,
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModule, ModuleList
 
-from ...ops import pad_to_multiple, window_reverse
+from ...ops import check_pooling, pad_to_multiple, window_reverse
 from ...registry import MODELS
 from ..layers import cross_attention, project_key_values
 from ..utils import load_with_report, video_swin_state_dict
-from .stvit_swin import (POOLINGS, STGM_INDEX,
+from .stvit_swin import (STGM_INDEX,
                          SemanticGlobalBlockSequence,
                          SemanticSwinBlockSequence)
 
@@ -216,9 +216,7 @@ class STViTSwinTransformer3D(SwinTransformer3D):
                 raise ValueError('stgm_index is needed with a custom arch '
                                  f'({arch!r})')
             stgm_index = STGM_INDEX[name][int(move_stgm)]
-        if pooling not in POOLINGS:
-            raise ValueError(f'unknown pooling {pooling!r}; choose from '
-                             f'{POOLINGS}')
+        check_pooling(pooling)
         if kwargs.get('out_after_downsample', False):
             raise ValueError('out_after_downsample=True is not supported: '
                              'the semantic stages have no patch merging')
