@@ -1,26 +1,6 @@
-# STViT-DeiT-T ImageNet-1k classification: stvit_deit_s_in1k.py on DeiT-T,
-# with the upstream DeiT-T recipe (the same as DeiT-S's but for the model).
-# Drop path 0.1 as in the official DeiT recipe (see stvit_deit_s_in1k.py).
-_base_ = 'mmpretrain::deit/deit-tiny_4xb256_in1k.py'
+# STViT-DeiT-T ImageNet-1k classification: stvit_deit_s_in1k.py on DeiT-T.
+# mmpretrain's DeiT-T recipe equals its DeiT-S recipe but for the model, so
+# only the backbone size and the head width change.
+_base_ = './stvit_deit_s_in1k.py'
 
-custom_imports = dict(imports=['mmvitaccel'], allow_failed_imports=False)
-
-model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='mmvitaccel.STViTDeiT',
-        arch='deit-tiny',
-        img_size=224,
-        patch_size=16,
-        drop_path_rate=0.1,
-        stgm_layers=(4, 5),
-        semantic_tokens=16,
-        pooling='intra_inter',
-        global_centres=True,
-        out_type='avg_featmap'),
-    head=dict(in_channels=192))
-
-# the global centres are learnable tokens: no weight decay, like the cls
-# token and the position embedding in the upstream recipe
-optim_wrapper = dict(
-    paramwise_cfg=dict(custom_keys={'.global_centres': dict(decay_mult=0.0)}))
+model = dict(backbone=dict(arch='deit-tiny'), head=dict(in_channels=192))

@@ -153,3 +153,26 @@ def train_and_predict_one_batch(cfg):
     evaluator.process(preds, batch)
     metrics = evaluator.evaluate(len(preds))
     return losses, preds, metrics
+
+
+def assert_padding_invariant(model, x, module, monkeypatch, first=0):
+    """Run ``model(x)`` twice: with ``module.pad_to_multiple`` as it is, and
+    with the padding it adds filled with large noise. Outputs from index
+    ``first`` on must agree (valid positions never see the padding)."""
+    model.eval()
+    with torch.no_grad():
+        clean = model(x)
+    pad = module.pad_to_multiple
+
+    def noisy_pad(t, multiple):
+        padded, valid = pad(t, multiple)
+        assert not bool(valid.all()), 'the input needs padding'
+        padded = padded.clone()
+        padded[:, ~valid] = 10 * torch.randn_like(padded[:, ~valid])
+        return padded, valid
+
+    monkeypatch.setattr(module, 'pad_to_multiple', noisy_pad)
+    with torch.no_grad():
+        noisy = model(x)
+    for a, b in zip(clean[first:], noisy[first:]):
+        torch.testing.assert_close(a, b)

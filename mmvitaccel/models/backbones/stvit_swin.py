@@ -47,6 +47,23 @@ OUT_TYPES = ('avg', 'featmap')
 STGM_INDEX = {'tiny': (2, 1), 'small': (10, 8), 'base': (10, 8)}
 
 
+def resolve_stgm_index(arch, stgm_index, move_stgm):
+    """The block index of STGM-1: ``stgm_index`` if given, else the paper's
+    position for ``arch`` (or its "move STGM" variant)."""
+    if stgm_index is not None:
+        return stgm_index
+    if arch not in STGM_INDEX:  # None for a dict arch
+        raise ValueError('stgm_index is needed with a custom arch')
+    return STGM_INDEX[arch][int(move_stgm)]
+
+
+def check_stgm_fits(stgm_index, depth, stage):
+    """Raise a clear error unless STGM-1 and STGM-2 fit the stage."""
+    if not 0 <= stgm_index <= depth - 2:
+        raise ValueError(f'STGM at blocks ({stgm_index}, {stgm_index + 1}) '
+                         f'does not fit stage {stage} of {depth} blocks')
+
+
 def _all_or_none(valid):
     """A key mask, or None when every key is valid (faster attention)."""
     return None if bool(valid.all()) else valid
@@ -422,18 +439,12 @@ class STViTSwinTransformer(SemanticSwinTransformer):
         if out_type not in OUT_TYPES:
             raise ValueError(f'unknown out_type {out_type!r}; choose from '
                              f'{OUT_TYPES}')
-        if stgm_index is None:
-            if arch not in STGM_INDEX:
-                raise ValueError('stgm_index is needed with a custom arch')
-            stgm_index = STGM_INDEX[arch][int(move_stgm)]
+        stgm_index = resolve_stgm_index(arch, stgm_index, move_stgm)
         kwargs.setdefault('out_indices', (3, ))
         super().__init__(arch, semantic_stage, semantic_window, key_windows,
                          pooling, **kwargs)
-        depth = self.swin_cfg['depths'][semantic_stage]
-        if not 0 <= stgm_index <= depth - 2:
-            raise ValueError(f'STGM at blocks ({stgm_index}, '
-                             f'{stgm_index + 1}) does not fit stage '
-                             f'{semantic_stage} of {depth} blocks')
+        check_stgm_fits(stgm_index, self.swin_cfg['depths'][semantic_stage],
+                        semantic_stage)
         self.out_type = out_type
         window = self.swin_cfg['window_size']
         for i in range(semantic_stage, len(self.stages)):

@@ -25,9 +25,9 @@ from ...ops import check_pooling, pad_to_multiple, window_reverse
 from ...registry import MODELS
 from ..layers import cross_attention, project_key_values
 from ..utils import load_with_report, video_swin_state_dict
-from .stvit_swin import (STGM_INDEX,
-                         SemanticGlobalBlockSequence,
-                         SemanticSwinBlockSequence)
+from .stvit_swin import (SemanticGlobalBlockSequence,
+                         SemanticSwinBlockSequence, check_stgm_fits,
+                         resolve_stgm_index)
 
 
 class CrossAttentionSwinBlock3D(SwinTransformerBlock3D):
@@ -211,11 +211,7 @@ class STViTSwinTransformer3D(SwinTransformer3D):
                  **kwargs):
         name = self._short_arch.get(arch, arch) \
             if isinstance(arch, str) else None
-        if stgm_index is None:
-            if name not in STGM_INDEX:
-                raise ValueError('stgm_index is needed with a custom arch '
-                                 f'({arch!r})')
-            stgm_index = STGM_INDEX[name][int(move_stgm)]
+        stgm_index = resolve_stgm_index(name, stgm_index, move_stgm)
         check_pooling(pooling)
         if kwargs.get('out_after_downsample', False):
             raise ValueError('out_after_downsample=True is not supported: '
@@ -235,11 +231,8 @@ class STViTSwinTransformer3D(SwinTransformer3D):
         if not 0 <= semantic_stage < self.num_layers:
             raise ValueError(f'semantic stage {semantic_stage} does not '
                              f'exist in depths {tuple(self.depths)}')
-        depth = self.depths[semantic_stage]
-        if not 0 <= stgm_index <= depth - 2:
-            raise ValueError(f'STGM at blocks ({stgm_index}, '
-                             f'{stgm_index + 1}) does not fit stage '
-                             f'{semantic_stage} of {depth} blocks')
+        check_stgm_fits(stgm_index, self.depths[semantic_stage],
+                        semantic_stage)
         self.semantic_stage = semantic_stage
         for i in range(semantic_stage, self.num_layers):
             layer = self.layers[i]
