@@ -22,6 +22,32 @@ def test_pad_and_partition_roundtrip():
     assert mask_windows[3].sum() == 3 * 6
 
 
+def _reference_regions(x, w, k):
+    """Every window's k x k region of the zero-padded map, sliced by hand,
+    and whether each position lies inside the map."""
+    B, H, W, C = x.shape
+    left = (k - w) // 2
+    big = torch.zeros(B, H + k, W + k, C)
+    big[:, left:left + H, left:left + W] = x
+    inside = torch.zeros(H + k, W + k, dtype=torch.bool)
+    inside[left:left + H, left:left + W] = True
+    keys, valid = [], []
+    for b in range(B):
+        for a in range(H // w):
+            for c in range(W // w):
+                keys.append(big[b, a * w:a * w + k, c * w:c * w + k])
+                if b == 0:
+                    valid.append(inside[a * w:a * w + k, c * w:c * w + k])
+    return (torch.stack(keys).view(-1, k * k, C),
+            torch.stack(valid).view(-1, k * k))
+
+
+def _masked_attention(q, keys, valid):
+    logits = torch.einsum('nqc,nkc->nqk', q, keys)
+    logits = logits.masked_fill(~valid[:, None], float('-inf'))
+    return torch.einsum('nqk,nkc->nqc', logits.softmax(-1), keys)
+
+
 def test_neighbourhood_matches_slicing():
     B, H, W, C, w, k = 2, 14, 21, 3, 7, 14  # l=3, r=4 (asymmetric)
     x = torch.randn(B, H, W, C)
@@ -29,17 +55,31 @@ def test_neighbourhood_matches_slicing():
     keys, key_valid = neighbourhood_windows(x, valid, w, k)
     nW = (H // w) * (W // w)
     assert keys.shape == (B * nW, k * k, C)
-    big = torch.zeros(B, H + k, W + k, C)
-    big[:, 3:3 + H, 3:3 + W] = x
-    for b in range(B):
-        for a in range(H // w):
-            for c in range(W // w):
-                idx = b * nW + a * (W // w) + c
-                region = big[b, a * w:a * w + k, c * w:c * w + k]
-                assert torch.equal(keys[idx].view(k, k, C), region)
+    ref_keys, ref_valid = _reference_regions(x, w, k)
+    assert torch.equal(key_valid, ref_valid)
+    assert torch.equal(keys * key_valid.repeat(B, 1)[..., None], ref_keys)
     # window (0, 0): the first 3 rows and columns lie outside the map
     v = key_valid[0].view(k, k)
     assert not v[:3].any() and not v[:, :3].any() and v[3:, 3:].all()
+
+
+@pytest.mark.parametrize('H,W,w,k', [(6, 6, 3, 27), (14, 14, 7, 21),
+                                     (12, 21, 3, 15), (14, 28, 7, 21)])
+def test_regions_longer_than_the_map_are_clipped_exactly(H, W, w, k):
+    """A region longer than an axis reads the whole axis once: fewer keys,
+    the same masked attention as the full zero-padded region."""
+    x = torch.randn(1, H, W, 4)
+    valid = torch.ones(H, W, dtype=torch.bool)
+    valid[H - 2:, :] = False  # padding rows
+    keys, key_valid = neighbourhood_windows(x, valid, w, k)
+    assert keys.shape[1] == min(k, H) * min(k, W)
+    ref_keys, ref_inside = _reference_regions(x, w, k)
+    ref_valid = ref_inside & _reference_regions(
+        valid[None, ..., None].float(), w, k)[0][..., 0].bool()
+    q = torch.randn(keys.shape[0], w * w, 4)
+    torch.testing.assert_close(
+        _masked_attention(q, keys, key_valid),
+        _masked_attention(q, ref_keys, ref_valid))
 
 
 def test_neighbourhood_ignores_padding_content():

@@ -48,9 +48,12 @@ def test_any_input_size(size):
     assert all(torch.isfinite(o).all() for o in outs)
 
 
+# 0: every region attends densely under a mask; 2: every region is gathered
+@pytest.mark.parametrize('share', [0., 2.])
 @pytest.mark.parametrize('pooling', ['max', 'avg', 'intra_inter'])
-def test_outputs_do_not_depend_on_padding(pooling, monkeypatch):
+def test_outputs_do_not_depend_on_padding(pooling, share, monkeypatch):
     """Fill the stage's internal padding with noise: nothing changes."""
+    monkeypatch.setattr(stvit_swin, 'DENSE_REGION_SHARE', share)
     _, ours = _pair(pooling=pooling, global_centres=True)
     if pooling == 'intra_inter':
         for pooler in ours.stages[2].poolers:
@@ -58,6 +61,23 @@ def test_outputs_do_not_depend_on_padding(pooling, monkeypatch):
             torch.nn.init.normal_(pooler.inter.weight)
     x = torch.randn(1, 3, 150, 100)  # stage 3: 10x7 -> padded to 14x7
     assert_padding_invariant(ours, x, stvit_r_swin, monkeypatch)
+
+
+@pytest.mark.parametrize('size', [(150, 100), (320, 448)])
+def test_dense_and_gathered_regions_agree(size, monkeypatch):
+    """The two exact forms of region attention give the same outputs, with
+    and without padding (at 320x448 the STGM-1 regions are gathered and the
+    recovery is dense under the default share)."""
+    _, ours = _pair()
+    x = torch.randn(1, 3, *size)
+    outs = {}
+    for share in (0., 2., stvit_swin.DENSE_REGION_SHARE):
+        monkeypatch.setattr(stvit_swin, 'DENSE_REGION_SHARE', share)
+        with torch.no_grad():
+            outs[share] = ours(x)
+    for form in outs.values():
+        for a, b in zip(form, outs[0.]):
+            torch.testing.assert_close(a, b)
 
 
 def test_gradients_reach_new_and_replaced_parameters():

@@ -77,14 +77,95 @@ def window_reverse(windows, window, height, width):
     return x.permute(0, 1, 3, 2, 4, 5).reshape(-1, height, width, C)
 
 
+def mask_or_none(valid):
+    """A key validity mask, or None when every key is valid, so that
+    attention takes its faster unmasked path.
+
+    Args:
+        valid (Tensor): bool mask of any shape.
+
+    Returns:
+        Tensor | None: ``valid``, or None if it is all True.
+    """
+    return None if bool(valid.all()) else valid
+
+
+def _region_axis(extent, window, size, device):
+    """Key coordinates of every window's region along one axis.
+
+    Window ``a`` covers ``[a*window, (a+1)*window)``; its region covers
+    ``[a*window - l, a*window + window + r)`` with ``l = (size - window) // 2``
+    and ``r = size - window - l``. A region longer than the axis is read as
+    the whole axis, with the coordinates outside the region marked, so that
+    no window carries more keys than the map has.
+
+    Args:
+        extent (int): length of the axis.
+        window (int): window side (stride of the regions).
+        size (int): region side.
+        device (torch.device): where to build the indices.
+
+    Returns:
+        tuple[Tensor, Tensor]: coordinates ``(n, m)`` clamped into the axis
+        (``n = extent / window`` windows, ``m = min(size, extent)``) and
+        ``(n, m)`` bool, True where the coordinate lies both in the window's
+        region and inside the axis.
+    """
+    starts = torch.arange(0, extent, window, device=device) - \
+        (size - window) // 2
+    if size <= extent:
+        coords = starts[:, None] + torch.arange(size, device=device)
+    else:
+        coords = torch.arange(extent, device=device).expand(len(starts), -1)
+    inside = (coords >= starts[:, None]) & (coords < starts[:, None] + size)
+    inside &= (coords >= 0) & (coords < extent)
+    return coords.clamp(0, extent - 1), inside
+
+
+def neighbourhood_mask(valid, window, size):
+    """Which map positions each window's region holds, as a mask on the
+    whole map (the dense form of :func:`neighbourhood_windows`).
+
+    Args:
+        valid (Tensor): validity mask ``(Hp, Wp)``, sides multiples of
+            ``window``.
+        window (int): window side (stride of the regions).
+        size (int): region side, ``>= window``.
+
+    Returns:
+        Tensor: ``(nW, Hp * Wp)`` bool, True where a position lies in the
+        window's ``size x size`` region and is valid; windows in the order
+        of :func:`window_partition`, positions row-major.
+    """
+    if size < window:
+        raise ValueError(f'region size {size} is smaller than the window '
+                         f'{window}')
+    H, W = valid.shape
+
+    def _axis(extent):
+        starts = torch.arange(0, extent, window, device=valid.device)
+        starts = starts[:, None] - (size - window) // 2
+        coords = torch.arange(extent, device=valid.device)
+        return (coords >= starts) & (coords < starts + size)  # (n, extent)
+
+    rows, cols = _axis(H), _axis(W)
+    mask = rows[:, None, :, None] & cols[None, :, None, :] & valid
+    return mask.reshape(-1, H * W)
+
+
 def neighbourhood_windows(x, valid, window, size):
     """Gather, for every window, the ``size x size`` region centred on it.
 
     Window ``(a, b)`` covers rows ``[a*window, (a+1)*window)``; its region
     covers rows ``[a*window - l, a*window + window + r)`` with
     ``l = (size - window) // 2`` and ``r = size - window - l`` (the same for
-    columns). Positions outside the map are zero and marked invalid, so the
-    result does not depend on what lies beyond the map or in its padding.
+    columns). Positions outside the map or in its padding are marked
+    invalid, so attention masked with the validity does not depend on what
+    they hold. Along an axis shorter than ``size`` every region is read as
+    the whole axis, with the positions outside the region marked invalid:
+    the keys then number ``min(size, Hp) * min(size, Wp)`` instead of
+    ``size ** 2`` (e.g. a 27x27 region on a 6x6 map holds 36 keys, not 729),
+    for exactly the same attention.
 
     Args:
         x (Tensor): map ``(B, Hp, Wp, C)``, ``Hp, Wp`` multiples of
@@ -94,27 +175,22 @@ def neighbourhood_windows(x, valid, window, size):
         size (int): region side, ``>= window``.
 
     Returns:
-        tuple[Tensor, Tensor]: keys ``(B * nW, size * size, C)`` in the
-        window order of :func:`window_partition`, and their validity
-        ``(nW, size * size)``.
+        tuple[Tensor, Tensor]: keys ``(B * nW, Kh * Kw, C)`` in the window
+        order of :func:`window_partition` (``Kh = min(size, Hp)``,
+        ``Kw = min(size, Wp)``, row-major within a region), and their
+        validity ``(nW, Kh * Kw)``.
     """
     if size < window:
         raise ValueError(f'region size {size} is smaller than the window '
                          f'{window}')
     B, H, W, C = x.shape
-    left = (size - window) // 2
-    right = size - window - left
-    # one channels-last gather from the zero-padded map: each region comes
-    # out contiguous, ready for the fused attention kernels
-    padded = F.pad(x, (0, 0, left, right, left, right))
-    width = W + left + right
-    offsets = torch.arange(size, device=x.device)
-    rows = torch.arange(0, H, window, device=x.device)[:, None] + offsets
-    cols = torch.arange(0, W, window, device=x.device)[:, None] + offsets
-    # (nh, nw, size, size) flat indices into the padded map
-    index = (rows[:, None, :, None] * width + cols[None, :, None, :])
-    index = index.reshape(-1)
-    nW = (H // window) * (W // window)
-    keys = padded.reshape(B, -1, C)[:, index].view(B * nW, size * size, C)
-    mask = F.pad(valid, (left, right, left, right)).reshape(-1)[index]
-    return keys, mask.view(nW, size * size)
+    rows, rows_in = _region_axis(H, window, size, x.device)
+    cols, cols_in = _region_axis(W, window, size, x.device)
+    # one channels-last gather: each region comes out contiguous, ready for
+    # the fused attention kernels. index: (nh, nw, Kh, Kw) into the map
+    index = rows[:, None, :, None] * W + cols[None, :, None, :]
+    mask = valid.reshape(-1)[index] & rows_in[:, None, :, None] & \
+        cols_in[None, :, None, :]
+    nW, K = index.shape[0] * index.shape[1], index.shape[2] * index.shape[3]
+    keys = x.reshape(B, -1, C)[:, index.reshape(-1)].view(B * nW, K, C)
+    return keys, mask.view(nW, K)

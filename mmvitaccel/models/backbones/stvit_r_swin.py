@@ -8,7 +8,7 @@ it).
 """
 from mmengine.model import ModuleList
 
-from ...ops import neighbourhood_windows, pad_to_multiple, window_reverse
+from ...ops import pad_to_multiple, window_reverse
 from ...registry import MODELS
 from ..layers import MaskedWindowSwinBlock
 from .stvit_swin import SemanticSwinBlockSequence, SemanticSwinTransformer
@@ -75,9 +75,8 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         grid = window_reverse(recovery.key_values(sem), s, nh * s, nw * s)
         grid_valid = window_reverse(sem_valid[..., None], s, nh * s,
                                     nw * s)[0, ..., 0]
-        kv, key_valid = neighbourhood_windows(grid, grid_valid, s,
-                                              self.recovery_window)
-        windows = recovery(windows, kv, key_valid)
+        windows = self.attend_regions(recovery, windows, grid, grid_valid, s,
+                                      self.recovery_window)
         return window_reverse(windows, w, Hp, Wp)
 
     def forward(self, x, hw_shape):

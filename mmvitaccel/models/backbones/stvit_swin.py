@@ -25,7 +25,8 @@ from mmdet.models.backbones.swin import SwinTransformer
 from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
-from ...ops import (IntraInterPooling, check_pooling, neighbourhood_windows,
+from ...ops import (IntraInterPooling, check_pooling, mask_or_none,
+                    neighbourhood_mask, neighbourhood_windows,
                     pad_to_multiple, pool_centres, window_partition,
                     window_reverse)
 from ...registry import MODELS
@@ -42,6 +43,11 @@ SWIN_ARCHS = {
 }
 
 OUT_TYPES = ('avg', 'featmap')
+
+#: windows whose key regions hold at least this share of the map attend to
+#: the whole map under a mask instead of gathering a copy of their region
+#: (overlapping gathers copy the map many times over)
+DENSE_REGION_SHARE = 0.5
 
 #: 0-based stage-3 index of STGM-1: (paper default, "move STGM" variant)
 STGM_INDEX = {'tiny': (2, 1), 'small': (10, 8), 'base': (10, 8)}
@@ -62,11 +68,6 @@ def check_stgm_fits(stgm_index, depth, stage):
     if not 0 <= stgm_index <= depth - 2:
         raise ValueError(f'STGM at blocks ({stgm_index}, {stgm_index + 1}) '
                          f'does not fit stage {stage} of {depth} blocks')
-
-
-def _all_or_none(valid):
-    """A key mask, or None when every key is valid (faster attention)."""
-    return None if bool(valid.all()) else valid
 
 
 class SemanticSwinBlockSequence(BaseModule):
@@ -149,17 +150,57 @@ class SemanticSwinBlockSequence(BaseModule):
         centres, sem_valid = pool(windows, valid=valid_w)
         sem_valid = sem_valid[:nh * nw]  # the same for every image
         # STGM-1: S1 = MHA(P, X_k1, X_k1) + P; keys/values are projected
-        # once on the map, then gathered per window
-        kv, key_valid = neighbourhood_windows(
-            stgm1.key_values(x), valid, w, self.key_windows[0])
-        sem = stgm1(centres, kv, key_valid)
+        # once on the map, then taken per window
+        sem = self.attend_regions(stgm1, centres, stgm1.key_values(x), valid,
+                                  w, self.key_windows[0])
         # STGM-2: S2 = MHA(S1 + G, X_k2, X_k2) + S1 (G on queries only)
-        kv, key_valid = neighbourhood_windows(
-            stgm2.key_values(x), valid, w, self.key_windows[1])
         query = sem if self.global_centres is None else \
             sem + self.global_centres[g]
-        sem = stgm2(query, kv, key_valid, shortcut=sem)
+        sem = self.attend_regions(stgm2, query, stgm2.key_values(x), valid,
+                                  w, self.key_windows[1], shortcut=sem)
         return windows, sem, sem_valid
+
+    @staticmethod
+    def attend_regions(block, queries, kv_map, valid, window, size,
+                       shortcut=None):
+        """Each window's queries attend to the ``size x size`` region of a
+        map centred on the window: ``MHA(q, K_region, V_region) + q``, FFN.
+
+        Two exact forms: small regions are gathered per window
+        (:func:`~mmvitaccel.ops.neighbourhood_windows`); regions holding at
+        least ``DENSE_REGION_SHARE`` of the map attend to the whole map
+        under a per-query mask (:func:`~mmvitaccel.ops.neighbourhood_mask`),
+        which moves no memory and, when every region covers the map (e.g.
+        STViT-R's 27x27 recovery on the 6x6 semantic grid at 224), needs
+        no mask at all.
+
+        Args:
+            block (CrossAttentionSwinBlock): the attending block.
+            queries (Tensor): ``(B * nW, Lq, C)``, windows in the order of
+                :func:`~mmvitaccel.ops.window_partition` of the map.
+            kv_map (Tensor): projected keys and values ``(B, Hp, Wp, 2C)``
+                (:meth:`CrossAttentionSwinBlock.key_values`), sides
+                multiples of ``window``.
+            valid (Tensor): ``(Hp, Wp)`` bool, False on padding.
+            window (int): window side on the map.
+            size (int): region side, ``>= window``.
+            shortcut (Tensor, optional): residual, default ``queries``.
+
+        Returns:
+            Tensor: ``(B * nW, Lq, C)``.
+        """
+        B, H, W, C2 = kv_map.shape
+        if min(size, H) * min(size, W) < DENSE_REGION_SHARE * H * W:
+            kv, key_valid = neighbourhood_windows(kv_map, valid, window, size)
+            return block(queries, kv, mask_or_none(key_valid), shortcut)
+        N, Lq, C = queries.shape
+        mask = mask_or_none(neighbourhood_mask(valid, window, size))
+        if mask is not None:  # (nW, HW) -> one row per query, (1, nW*Lq, HW)
+            mask = mask.repeat_interleave(Lq, dim=0)[None]
+        out = block(
+            queries.reshape(B, -1, C), kv_map.reshape(B, H * W, C2), mask,
+            None if shortcut is None else shortcut.reshape(B, -1, C))
+        return out.view(N, Lq, C)
 
     @staticmethod
     def attend_local(block, sem, sem_valid):
@@ -174,7 +215,7 @@ class SemanticSwinBlockSequence(BaseModule):
         Returns:
             Tensor: ``(B * nW, w_s * w_s, C)``.
         """
-        return block(sem, block.key_values(sem), _all_or_none(sem_valid))
+        return block(sem, block.key_values(sem), mask_or_none(sem_valid))
 
     @staticmethod
     def attend_global(block, sem, sem_valid):
@@ -190,7 +231,7 @@ class SemanticSwinBlockSequence(BaseModule):
             Tensor: ``(B, L, C)``.
         """
         return block(sem, block.key_values(sem),
-                     _all_or_none(sem_valid.reshape(1, -1)))
+                     mask_or_none(sem_valid.reshape(1, -1)))
 
 
 class STViTSwinBlockSequence(SemanticSwinBlockSequence):

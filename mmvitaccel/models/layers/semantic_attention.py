@@ -18,13 +18,17 @@ from ...ops import window_partition, window_reverse
 
 
 def _key_mask(key_valid, batch_windows):
-    """``(nW|N, Lk)`` bool -> ``(N, 1, 1, Lk)`` for SDPA (True = attend).
+    """``(nW|N, Lk)`` bool -> ``(N, 1, 1, Lk)`` for SDPA (True = attend);
+    a per-query mask ``(1, Lq, Lk)``, shared by the batch, becomes
+    ``(1, 1, Lq, Lk)``.
 
     The mask is made contiguous: torch's fused CPU attention kernel falls
     back to the (several times slower) math path for strided masks.
     """
     if key_valid is None:
         return None
+    if key_valid.dim() == 3:
+        return key_valid.contiguous()[:, None]
     if key_valid.shape[0] != batch_windows:
         key_valid = key_valid.repeat(batch_windows // key_valid.shape[0], 1)
     return key_valid.contiguous()[:, None, None, :]
@@ -68,8 +72,9 @@ def cross_attention(queries, kv, qkv, num_heads, scale, dropout_p=0.,
         scale (float): logit scale, usually ``head_dim ** -0.5``.
         dropout_p (float): attention dropout (0 in eval).
         key_valid (Tensor, optional): ``(N, Lk)`` or per-window ``(nW, Lk)``
-            bool; False keys get no attention. Every query needs at least
-            one valid key.
+            bool, or ``(1, Lq, Lk)`` per query (shared by the batch); False
+            keys get no attention. Every query needs at least one valid
+            key.
 
     Returns:
         Tensor: ``(N, Lq, C)`` before the output projection.
@@ -137,8 +142,9 @@ class CrossAttentionSwinBlock(SwinBlock):
             queries (Tensor): normalised queries ``(N, Lq, C)``.
             kv (Tensor): projected keys and values ``(N, Lk, 2C)`` from
                 :meth:`key_values`.
-            key_valid (Tensor, optional): ``(N, Lk)`` or per-window
-                ``(nW, Lk)`` bool; False keys get no attention.
+            key_valid (Tensor, optional): ``(N, Lk)``, per-window
+                ``(nW, Lk)`` or per-query ``(1, Lq, Lk)`` bool; False keys
+                get no attention.
 
         Returns:
             Tensor: ``(N, Lq, C)``.
@@ -156,7 +162,8 @@ class CrossAttentionSwinBlock(SwinBlock):
         Args:
             query (Tensor): ``(N, Lq, C)``.
             kv (Tensor): ``(N, Lk, 2C)`` from :meth:`key_values`.
-            key_valid (Tensor, optional): ``(N|nW, Lk)`` bool key mask.
+            key_valid (Tensor, optional): ``(N|nW, Lk)`` or ``(1, Lq, Lk)``
+                bool key mask.
             shortcut (Tensor, optional): residual of the attention, default
                 ``query``.
 
