@@ -40,9 +40,10 @@ class HalluAttention(nn.Module):
 def _train_bn(module, shape, steps=3):
     """Move the BN running statistics away from their initial values."""
     module.train()
+    dtype = next(module.parameters()).dtype
     with torch.no_grad():
         for _ in range(steps):
-            module(torch.randn(*shape) * 3 + 1)
+            module(torch.randn(*shape, dtype=dtype) * 3 + 1)
         for m in module.modules():
             if isinstance(m, nn.BatchNorm1d):
                 m.weight.uniform_(0.5, 1.5)
@@ -165,12 +166,20 @@ def test_hallucinated_attention_formula():
     mask[:, -1] = -100.0
     out = hallucinated_attention(q, k, v, hallu, grid, 1, mask=mask)
     real = q @ k.transpose(-2, -1) / d**0.5
-    maps = torch.cat((real, hallu.chh(hallu.ihh(real, grid, 1))), dim=1)
+    source = real.clone()
+    source[..., -1] = 0  # masked scores do not feed IHH
+    maps = torch.cat((real, hallu.chh(hallu.ihh(source, grid, 1))), dim=1)
     ref = (maps + mask).softmax(-1) @ v
     torch.testing.assert_close(out, ref)
     # the masked key gets (almost) no weight in any of the h maps
     attn = (maps + mask).softmax(-1)
     assert attn[..., -1].max() < 1e-30
+    # and its key/value do not matter at all, even through IHH neighbours
+    k2, v2 = k.clone(), v.clone()
+    k2[..., -1, :] += 3.0
+    v2[..., -1, :] += 3.0
+    out2 = hallucinated_attention(q, k2, v2, hallu, grid, 1, mask=mask)
+    torch.testing.assert_close(out2, out)
 
 
 def test_split_qkv_weights_keeps_first_half_of_the_heads():

@@ -152,8 +152,12 @@ class AttentionHallucination(nn.Module):
         Returns:
             Tensor: ``[A_r; A_h]`` ``(B, h, N_q, N_k)``.
         """
-        return torch.cat((attn, self.chh(self.ihh(attn, grid, num_extra))),
+        return torch.cat((attn, self.hallucinate(attn, grid, num_extra)),
                          dim=1)
+
+    def hallucinate(self, attn, grid, num_extra=0):
+        """``A_h = CHH(IHH(attn))`` alone, ``(B, h/2, N_q, N_k)``."""
+        return self.chh(self.ihh(attn, grid, num_extra))
 
 
 def hallucinated_attention(q,
@@ -179,14 +183,17 @@ def hallucinated_attention(q,
         bias (Tensor, optional): Added to all ``h`` maps after the
             hallucination, e.g. Swin's relative position bias ``(h, N_q,
             N_k)`` (broadcastable to ``(B, h, N_q, N_k)``).
-        mask (Tensor, optional): Additive mask broadcastable to ``(B, h,
-            N_q, N_k)``, added after the hallucination so that masked scores
-            never leak into neighbours through IHH.
+        mask (Tensor, optional): Additive mask (0 where allowed, negative
+            where not) broadcastable to ``(B, h, N_q, N_k)``. Masked scores
+            are zeroed in the input of IHH, so that they never reach their
+            neighbours' hallucinated scores (e.g. across Swin's shifted
+            regions), and the mask is added to all ``h`` maps before the
+            softmax.
         dropout_p (float): Attention dropout (pass 0 in eval mode).
 
     Returns:
         Tensor: ``softmax([A_r; A_h] + bias + mask) @ V``
-        ``(B, h, N_q, d_v)``.
+        ``(B, h, N_q, d_v)``, ``A_h = CHH(IHH(A_r))``.
     """
     if scale is None:
         scale = q.shape[-1]**-0.5
@@ -194,7 +201,10 @@ def hallucinated_attention(q,
         raise ValueError(f'Q^ has {q.shape[1]} heads, V {v.shape[1]}; hMHSA '
                          f'needs V with twice the heads of Q^')
     attn = (q * scale) @ k.transpose(-2, -1)  # A_r = Q^ K^T / sqrt(d)
-    attn = hallucination(attn, grid, num_extra)  # [A_r; CHH(IHH(A_r))]
+    source = attn if mask is None else attn.masked_fill(mask < 0, 0.)
+    # A = [A_r; A_h], A_h = CHH(IHH(A_r))
+    attn = torch.cat(
+        (attn, hallucination.hallucinate(source, grid, num_extra)), dim=1)
     if bias is not None:
         attn = attn + bias
     if mask is not None:
