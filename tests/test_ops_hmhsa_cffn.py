@@ -150,7 +150,7 @@ def test_ihh_is_a_depthwise_conv_on_the_key_grid():
     out = ihh(attn, (H, W))
     for n in range(Nq):
         ref = F.conv2d(attn[:, :, n].reshape(2, G, H, W), ihh.conv.weight,
-                       ihh.conv.bias, padding=1, groups=G)
+                       padding=1, groups=G)
         torch.testing.assert_close(out[:, :, n], ref.flatten(2))
     with pytest.raises(ValueError, match='IHH expects'):
         ihh(attn, (H, W + 1))

@@ -18,7 +18,10 @@ Compaction* (no public code; the equations we adopt are in
 
 Keys that are not on the grid (a class token) come first on the key axis
 and are treated as isolated grid points: the 3x3 filter sees zeros around
-them, so only its centre tap and bias apply (``num_extra`` below).
+them, so only its centre tap applies (``num_extra`` below).
+
+Neither convolution has a bias: a bias adds the same value to every key of
+a map row, which the softmax cancels, so it could never learn.
 
 Everything here is plain torch; the OpenMMLab layers in
 ``mmvitaccel.models.layers.hmhsa_attention`` use it.
@@ -58,7 +61,7 @@ class IntraHeadHallucination(nn.Module):
 
     Args:
         num_maps (int): ``h / 2``, the number of real maps (one 3x3 filter
-            and one bias each).
+            each, no bias).
         kernel_size (int): Side of the filter; 3 in the paper.
     """
 
@@ -72,7 +75,8 @@ class IntraHeadHallucination(nn.Module):
             num_maps,
             kernel_size,
             padding=kernel_size // 2,
-            groups=num_maps)
+            groups=num_maps,
+            bias=False)
 
     def forward(self, attn, grid, num_extra=0):
         """Apply the filter to every row of every real map.
@@ -82,7 +86,7 @@ class IntraHeadHallucination(nn.Module):
                 ``N_k = num_extra + H_k * W_k``, grid keys in raster order.
             grid (tuple[int, int]): ``(H_k, W_k)``, the key grid.
             num_extra (int): Leading keys that are not on the grid (class
-                token); the filter's centre tap and bias apply to them.
+                token); only the filter's centre tap applies to them.
 
         Returns:
             Tensor: ``(B, h/2, N_q, N_k)``, ``IHH(A_r)``.
@@ -101,13 +105,12 @@ class IntraHeadHallucination(nn.Module):
             return maps
         centre = self.conv.weight[:, 0, self.conv.kernel_size[0] // 2,
                                   self.conv.kernel_size[1] // 2]
-        extra = attn[..., :num_extra] * centre.view(1, G, 1, 1) + \
-            self.conv.bias.view(1, G, 1, 1)
+        extra = attn[..., :num_extra] * centre.view(1, G, 1, 1)
         return torch.cat((extra, maps), dim=-1)
 
 
 class CrossHeadHallucination(nn.Module):
-    """CHH: a 1x1 convolution that mixes the ``h / 2`` maps.
+    """CHH: a 1x1 convolution (no bias) that mixes the ``h / 2`` maps.
 
     Args:
         num_maps (int): ``h / 2``, input and output maps.
@@ -115,7 +118,7 @@ class CrossHeadHallucination(nn.Module):
 
     def __init__(self, num_maps):
         super().__init__()
-        self.conv = nn.Conv2d(num_maps, num_maps, 1)
+        self.conv = nn.Conv2d(num_maps, num_maps, 1, bias=False)
 
     def forward(self, attn):
         """
@@ -311,7 +314,7 @@ def mhsa_params(c, bias=True):
 
 def hmhsa_params(c, h, bias=True, kernel_size=3):
     """Parameters of hMHSA: ``Q^, K^`` ``C^2 / 2`` each, ``V`` and ``Proj``
-    ``C^2`` each, IHH ``(k^2 + 1) h / 2``, CHH ``(h / 2 + 1) h / 2``.
+    ``C^2`` each, IHH ``k^2 h / 2``, CHH ``(h / 2)^2``.
 
     Args:
         c (int): Channels.
@@ -324,4 +327,4 @@ def hmhsa_params(c, h, bias=True, kernel_size=3):
     """
     g = check_even_heads(h)
     linear = 3 * c * c + (3 * c if bias else 0)
-    return linear + (kernel_size**2 + 1) * g + (g + 1) * g
+    return linear + kernel_size**2 * g + g * g
