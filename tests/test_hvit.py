@@ -255,3 +255,30 @@ def test_full_size_deit_s_flops_cross_check():
                   ffn_flops(N, C, 4 * C) - cffn_flops(N, C, 4 * C))
     assert base - both == saved
     assert 0.10 < saved / base < 0.40
+
+
+def test_full_size_pvtv2_b1_flops_and_params_cross_check():
+    """PVTv2-b1 at 224: what the counter says hMHSA (stages 2, 4) and cFFN
+    (all stages) save equals the closed formulas summed over the layers."""
+    from mmvitaccel.ops import cffn_params, ffn_params, hmhsa_params, \
+        mhsa_params
+    from mmvitaccel.utils.flops import count_params
+    x = torch.randn(1, 3, 224, 224)
+    base = HViTPyramidVisionTransformerV2(hmhsa=False, cffn=False)
+    both = HViTPyramidVisionTransformerV2(deploy=True)
+    saved_flops = count_flops(base, x).total - count_flops(both, x).total
+    saved_params = count_params(base) - count_params(both)
+    flops = params = 0
+    # (side, C, heads, sr, mlp ratio) of the four stages; 2 layers each
+    for i, (side, c, h, sr, m) in enumerate([(56, 64, 1, 8, 8),
+                                              (28, 128, 2, 4, 8),
+                                              (14, 320, 5, 2, 4),
+                                              (7, 512, 8, 1, 4)]):
+        n, n_kv = side * side, (side // sr)**2
+        flops += 2 * (ffn_flops(n, c, m * c) - cffn_flops(n, c, m * c))
+        params += 2 * (ffn_params(c, m * c) - cffn_params(c, m * c))
+        if i in both.hmhsa_stages:
+            flops += 2 * (mhsa_flops(n, c, n_kv) - hmhsa_flops(n, c, h, n_kv))
+            params += 2 * (mhsa_params(c) - hmhsa_params(c, h))
+    assert both.hmhsa_stages == (1, 3)
+    assert saved_flops == flops and saved_params == params

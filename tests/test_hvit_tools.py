@@ -110,3 +110,39 @@ def test_checkpoint_converter_reads_a_host_for_hvit(tmp_path):
     qkv = vit.state_dict()['layers.1.attn.qkv.weight']
     torch.testing.assert_close(state['backbone.layers.1.attn.v.weight'],
                                qkv[2 * 64:])
+
+
+def test_folder_to_lists(tmp_path):
+    tool = _tool('folder_to_lists', 'tools/data/folder_to_lists.py')
+    root = tmp_path / 'dogs'
+    for split, n in (('train', 2), ('val', 1)):
+        for cls in ('n02-b', 'n01-a'):
+            (root / split / cls).mkdir(parents=True)
+            for i in range(n):
+                (root / split / cls / f'{i}.jpg').write_bytes(b'')
+    (root / 'train' / 'n01-a' / 'notes.txt').write_text('not an image')
+    tool.main([str(root), 'train', 'val'])
+    assert (root / 'meta' / 'classes.txt').read_text().split() == [
+        'n01-a', 'n02-b'
+    ]
+    assert (root / 'meta' / 'val.txt').read_text().splitlines() == [
+        'n01-a/0.jpg 0', 'n02-b/0.jpg 1'
+    ]
+    assert len((root / 'meta' / 'train.txt').read_text().splitlines()) == 4
+    # the official Tiny-ImageNet layout: class folders with images/, flat val
+    tin = tmp_path / 'tiny-imagenet-200'
+    (tin / 'wnids.txt').parent.mkdir()
+    (tin / 'wnids.txt').write_text('n2\nn1\n')
+    for wnid in ('n1', 'n2'):
+        (tin / 'train' / wnid / 'images').mkdir(parents=True)
+        (tin / 'train' / wnid / 'images' / f'{wnid}_0.JPEG').write_bytes(b'')
+    (tin / 'val' / 'images').mkdir(parents=True)
+    (tin / 'val' / 'val_annotations.txt').write_text(
+        'val_0.JPEG\tn2\t0\t0\t1\t1\nval_1.JPEG\tn1\t0\t0\t1\t1\n')
+    tool.main([str(tin), 'train', 'val', '--tinyimagenet'])
+    assert (tin / 'meta' / 'train.txt').read_text().splitlines() == [
+        'n1/images/n1_0.JPEG 0', 'n2/images/n2_0.JPEG 1'
+    ]
+    assert (tin / 'meta' / 'val.txt').read_text().splitlines() == [
+        'images/val_0.JPEG 1', 'images/val_1.JPEG 0'
+    ]
