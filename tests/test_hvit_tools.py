@@ -146,3 +146,26 @@ def test_folder_to_lists(tmp_path):
     assert (tin / 'meta' / 'val.txt').read_text().splitlines() == [
         'images/val_0.JPEG 1', 'images/val_1.JPEG 0'
     ]
+
+
+def test_generated_tinyimagenet_fits_the_pvtv2_config(tmp_path):
+    """The generator's Tiny-ImageNet shape (200 classes, 64x64) in the
+    layout hvit_pvtv2_b1_tinyimagenet.py documents and reads."""
+    from mmpretrain.registry import DATASETS
+
+    from mmvitaccel.utils.tiny_data import make_tiny_imagenet
+    root = make_tiny_imagenet(str(tmp_path / 'tin'), num_classes=200,
+                              num_train_per_class=1, num_val_per_class=1,
+                              img_size=64)
+    cfg = Config.fromfile(
+        osp.join(REPO, 'configs/hvit_pvtv2_b1_tinyimagenet.py'))
+    assert cfg.model.head.num_classes == 200
+    for split in ('train_dataloader', 'val_dataloader'):
+        ds_cfg = cfg[split].dataset
+        ds_cfg.data_root = root
+        ds_cfg.pipeline = [dict(type='LoadImageFromFile')]
+        dataset = DATASETS.build(ds_cfg)
+        labels = sorted(dataset.get_data_info(i)['gt_label']
+                        for i in range(len(dataset)))
+        assert labels == list(range(200))
+        assert dataset[0]['img'].shape == (64, 64, 3)
