@@ -282,3 +282,24 @@ def test_full_size_pvtv2_b1_flops_and_params_cross_check():
             params += 2 * (mhsa_params(c) - hmhsa_params(c, h))
     assert both.hmhsa_stages == (1, 3)
     assert saved_flops == flops and saved_params == params
+
+
+def test_deit_host_fine_tunes_from_its_own_checkpoint_at_another_size(
+        tmp_path):
+    """An hMHSA/cFFN classifier checkpoint (training form) initialises the
+    same backbone at a larger input: nothing new or missing, the position
+    embedding resized, hMHSA and cFFN weights copied."""
+    trained = _perturbed(HViTDeiT(arch=TINY_DEIT, img_size=64))
+    ckpt = _save(tmp_path, trained, prefix='backbone.')
+    big = HViTDeiT(arch=TINY_DEIT, img_size=96,
+                   init_cfg=dict(type='Pretrained', checkpoint=ckpt))
+    big.init_weights()
+    report = big.load_report
+    assert report['new'] == report['missing'] == report['unused'] == []
+    assert report['mismatched'] == []
+    assert big.pos_embed.shape[1] == 1 + 6 * 6
+    for key in ('layers.1.attn.hallucination.ihh.conv.weight',
+                'layers.1.ffn.layers.1.u.weights.1',
+                'layers.1.ffn.layers.1.v.norms.0.running_var'):
+        torch.testing.assert_close(big.state_dict()[key],
+                                   trained.state_dict()[key])

@@ -169,3 +169,24 @@ def test_generated_tinyimagenet_fits_the_pvtv2_config(tmp_path):
                         for i in range(len(dataset)))
         assert labels == list(range(200))
         assert dataset[0]['img'].shape == (64, 64, 3)
+
+
+def test_pvtv2_host_in_mmdet_retinanet_config(tmp_path, tiny_data_dir):
+    """The PVTv2 host replaces mmdet's PVTv2-b1 in mmdet's own RetinaNet
+    config by a type change; one train step and a prediction on tiny data."""
+    from .utils import tiny_config, train_and_predict_one_batch
+    config = tmp_path / 'retinanet_hvit_pvtv2_b1.py'
+    config.write_text(
+        "_base_ = 'mmdet::pvt/retinanet_pvtv2-b1_fpn_1x_coco.py'\n"
+        "custom_imports = dict(imports=['mmvitaccel'], "
+        "allow_failed_imports=False)\n"
+        "model = dict(\n"
+        "    backbone=dict(type='mmvitaccel.HViTPyramidVisionTransformerV2',\n"
+        "                  embed_dims=16, num_layers=[1, 1, 1, 1]),\n"
+        "    neck=dict(in_channels=[16, 32, 80, 128]),\n"
+        "    test_cfg=dict(score_thr=0.0))\n")
+    cfg = tiny_config(str(config), tmp_path / 'work', tiny_data_dir)
+    losses, preds, metrics = train_and_predict_one_batch(cfg)
+    assert all(torch.isfinite(torch.as_tensor(float(v)))
+               for v in losses.values())
+    assert 'coco/bbox_mAP' in metrics
