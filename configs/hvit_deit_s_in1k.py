@@ -23,6 +23,3 @@ model = dict(
         cffn_branches=2,
         deploy=False),
     head=dict(in_channels=384))
-
-optim_wrapper = dict(
-    paramwise_cfg=dict(custom_keys={'.hallucination.': dict(decay_mult=0.0)}))

@@ -92,6 +92,3 @@ param_scheduler = [
         T_max=295)
 ]
 train_cfg = dict(max_epochs=310)
-# the IHH/CHH filters and BN of the cFFN branches: no weight decay
-optim_wrapper = dict(
-    paramwise_cfg=dict(custom_keys={'.hallucination.': dict(decay_mult=0.0)}))

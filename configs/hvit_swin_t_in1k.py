@@ -18,6 +18,3 @@ model = dict(
         cffn_ratio=0.5,
         cffn_branches=2,
         deploy=False))
-
-optim_wrapper = dict(
-    paramwise_cfg=dict(custom_keys={'.hallucination.': dict(decay_mult=0.0)}))

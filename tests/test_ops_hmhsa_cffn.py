@@ -118,7 +118,7 @@ def test_ihh_touches_only_spatial_neighbours(num_extra):
     attn = torch.randn(1, G, Nq, num_extra + H * W, dtype=torch.double)
     jac = torch.autograd.functional.jacobian(
         lambda a: ihh(a, (H, W), num_extra), attn)
-    # jac[0, g, n, j, 0, g', n', j']: output (g, n, j) w.r.t. input (g', n', j')
+    # jac[0, g, n, j, 0, g', n', j']: output (g, n, j) wrt input (g', n', j')
     jac = jac[0, :, :, :, 0]
     for g in range(G):
         for n in range(Nq):
