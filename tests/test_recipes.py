@@ -25,6 +25,11 @@ EXPECTED_METRIC = {
     'configs/stvit_deit_t_in1k.py': 'accuracy/top1',
     'configs/stvit_deit_s_in1k.py': 'accuracy/top1',
     'configs/stvit_deit_b_in1k.py': 'accuracy/top1',
+    'configs/hvit_pvtv2_b1_tinyimagenet.py': 'accuracy/top1',
+    'configs/hvit_deit_s_in1k.py': 'accuracy/top1',
+    'configs/hvit_swin_t_in1k.py': 'accuracy/top1',
+    'configs/hvit_deit_s_cifar100_384.py': 'accuracy/top1',
+    'configs/hvit_deit_s_dogs_448.py': 'accuracy/top1',
 }
 
 

@@ -122,6 +122,33 @@ TINY_MODELS = {
     },
 }
 
+# hMHSA + cFFN hosts: even head counts where hMHSA goes
+TINY_HVIT_DEIT = {
+    'model.backbone.arch': dict(_delete_=True, embed_dims=64, num_layers=2,
+                                num_heads=4, feedforward_channels=256),
+    'model.head.in_channels': 64,
+}
+TINY_MODELS.update({
+    'configs/hvit_pvtv2_b1_tinyimagenet.py': {
+        'model.backbone.embed_dims': 16,
+        'model.backbone.num_layers': [1, 1, 1, 1],
+        'model.head.in_channels': 128,
+    },
+    'configs/hvit_deit_s_in1k.py': TINY_HVIT_DEIT,
+    'configs/hvit_swin_t_in1k.py': {
+        'model.backbone.arch': dict(_delete_=True, embed_dims=32, depths=[1, 1, 2, 1],
+                                    num_heads=[2, 2, 4, 8]),
+        'model.head.in_channels': 256,
+    },
+    # fine-tuning recipes: no ImageNet checkpoint here, crops at 1/4 size
+    'configs/hvit_deit_s_cifar100_384.py': {
+        **TINY_HVIT_DEIT, 'model.backbone.init_cfg': None, 'tiny.scale': 0.25,
+    },
+    'configs/hvit_deit_s_dogs_448.py': {
+        **TINY_HVIT_DEIT, 'model.backbone.init_cfg': None, 'tiny.scale': 0.25,
+    },
+})
+
 
 def tiny_config(config, work_dir, data_root, **tiny_options):
     """Load ``config`` with a tiny model, on tiny data, at CPU scale."""

@@ -10,3 +10,17 @@ __all__ = [
     'neighbourhood_mask', 'neighbourhood_windows', 'pad_to_multiple',
     'window_partition', 'window_reverse'
 ]
+from .cffn import (CompactLinear, RepLinear, cffn_flops, cffn_params,  # noqa: E402
+                   compact_dims, ffn_flops, ffn_params, switch_to_deploy)
+from .hmhsa import (AttentionHallucination, CrossHeadHallucination,  # noqa: E402
+                    IntraHeadHallucination, check_even_heads,
+                    hallucinated_attention, hmhsa_flops, hmhsa_params,
+                    mhsa_flops, mhsa_params, split_qkv_weights)
+
+__all__ += [
+    'CompactLinear', 'RepLinear', 'cffn_flops', 'cffn_params', 'compact_dims',
+    'ffn_flops', 'ffn_params', 'switch_to_deploy', 'AttentionHallucination',
+    'CrossHeadHallucination', 'IntraHeadHallucination', 'check_even_heads',
+    'hallucinated_attention', 'hmhsa_flops', 'hmhsa_params', 'mhsa_flops',
+    'mhsa_params', 'split_qkv_weights'
+]

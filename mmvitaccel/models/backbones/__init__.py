@@ -13,3 +13,12 @@ __all__ = [
     'STViTSwinBlockSequence', 'STViTSwinBlockSequence3D',
     'STViTSwinTransformer', 'STViTSwinTransformer3D'
 ]
+from .hvit_base import HViTHostMixin  # noqa: E402
+from .hvit_deit import HViTDeiT  # noqa: E402
+from .hvit_pvtv2 import HViTPyramidVisionTransformerV2  # noqa: E402
+from .hvit_swin import HViTSwinTransformer  # noqa: E402
+
+__all__ += [
+    'HViTHostMixin', 'HViTDeiT', 'HViTPyramidVisionTransformerV2',
+    'HViTSwinTransformer'
+]

@@ -6,3 +6,16 @@ __all__ = [
     'CrossAttentionSwinBlock', 'CrossAttentionViTLayer',
     'MaskedWindowSwinBlock', 'cross_attention', 'project_key_values'
 ]
+from .cffn import compact_ffn  # noqa: E402
+from .hmhsa_attention import (HallucinatedAttentionMixin,  # noqa: E402
+                              HallucinatedMultiheadAttention, HallucinatedSRA,
+                              HallucinatedWindowMSA, HViTEncoderLayer,
+                              is_hallucinated, resolve_hmhsa_stages,
+                              square_grid)
+
+__all__ += [
+    'compact_ffn', 'HallucinatedAttentionMixin',
+    'HallucinatedMultiheadAttention', 'HallucinatedSRA',
+    'HallucinatedWindowMSA', 'HViTEncoderLayer', 'is_hallucinated',
+    'resolve_hmhsa_stages', 'square_grid'
+]

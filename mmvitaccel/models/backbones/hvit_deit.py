@@ -1,0 +1,134 @@
+"""hMHSA + cFFN on DeiT (mmpretrain ``VisionTransformer``)."""
+import inspect
+
+import torch
+from mmpretrain.models.backbones import VisionTransformer
+from mmpretrain.models.utils import resize_pos_embed
+
+from ...ops import check_even_heads
+from ...registry import MODELS
+from ..layers import HViTEncoderLayer, resolve_hmhsa_stages
+from ..utils import deit_state_dict
+from .hvit_base import HViTHostMixin, resolve_layers
+from .stvit_deit import DEIT_ARCHS, STViTDeiT
+
+
+@MODELS.register_module()
+class HViTDeiT(HViTHostMixin, VisionTransformer):
+    """DeiT with hallucinated attention maps (hMHSA) and a compact FFN.
+
+    Every chosen layer is an :class:`HViTEncoderLayer`: hMHSA projects
+    ``Q^, K^`` to ``C / 2`` (``h / 2`` real maps on the ``[cls; H x W]``
+    keys), hallucinates ``h / 2`` maps with IHH (3x3 depth-wise over the
+    ``H x W`` key grid; the class-token key only sees the centre tap) and
+    CHH (1x1 across maps), and attends the full ``V``; cFFN factors
+    ``ffn.layers.1`` (``mC -> C``) into ``U V`` of rank
+    ``k = t m C / (m + 1)``, trained as ``r`` (1x1 conv + BN) branches per
+    factor and folded by :meth:`switch_to_deploy`. With ``hmhsa=False`` and
+    ``cffn=False`` the model is mmpretrain's ``VisionTransformer`` (same
+    names and outputs).
+
+    Args:
+        arch (str | dict): ``'deit-tiny'``/``'deit-small'``/``'deit-base'``
+            (or ``'tiny'``/``'small'``/``'base'``, read as DeiT), another
+            ``VisionTransformer`` arch, or a dict. The head count must be
+            even where hMHSA is used (DeiT-T/S/B: 3/6/12 heads, so DeiT-T
+            cannot use it).
+        hmhsa (bool | Sequence[int]): hMHSA in all layers, none, or these
+            0-based layers.
+        cffn (bool | Sequence[int]): cFFN in all layers, none, or these.
+        cffn_ratio (float): Compact ratio ``t`` (NOTES.md: 0.5).
+        cffn_branches (int): ``r`` branches while training (NOTES.md: 2).
+        deploy (bool): Build cFFN folded (to load a converted checkpoint).
+        ihh_kernel (int): IHH filter side (3).
+        **kwargs: Other ``VisionTransformer`` arguments (``img_size``,
+            ``patch_size``, ``drop_path_rate``, ``out_type``, ``init_cfg``
+            ...). ``init_cfg=dict(type='Pretrained', checkpoint=...)`` reads
+            official or mmpretrain DeiT weights (see
+            :meth:`load_host_checkpoint`).
+    """
+
+    def __init__(self,
+                 arch='deit-small',
+                 hmhsa=True,
+                 cffn=True,
+                 cffn_ratio=0.5,
+                 cffn_branches=2,
+                 deploy=False,
+                 ihh_kernel=3,
+                 **kwargs):
+        if isinstance(arch, str):
+            arch = DEIT_ARCHS.get(arch.lower(), arch.lower())
+        super().__init__(arch=arch, **kwargs)
+        heads = self.arch_settings['num_heads']
+        if hmhsa is True:  # one head count for all layers: refuse odd ones
+            check_even_heads(heads, 'every DeiT layer')
+        attn_layers = resolve_hmhsa_stages(
+            hmhsa if isinstance(hmhsa, bool) else tuple(hmhsa),
+            [heads] * self.num_layers)
+        ffn_layers = resolve_layers(cffn, self.num_layers, 'cffn')
+        self.hmhsa_layers, self.cffn_layers = attn_layers, ffn_layers
+        self.deploy = deploy
+        args = inspect.signature(VisionTransformer.__init__).bind(
+            None, arch=arch, **kwargs)
+        args.apply_defaults()
+        for i in range(self.num_layers):
+            cfg = dict(
+                hmhsa=i in attn_layers,
+                cffn=i in ffn_layers,
+                cffn_ratio=cffn_ratio,
+                cffn_branches=cffn_branches,
+                deploy=deploy,
+                num_extra_tokens=self.num_extra_tokens,
+                ihh_kernel=ihh_kernel)
+            # the layer arguments VisionTransformer would use (shared with
+            # STViT-DeiT), layer_cfgs included
+            cfg.update(STViTDeiT._layer_cfg(self, args.arguments, i))
+            self.layers[i] = HViTEncoderLayer(**cfg)
+        if self.frozen_stages > 0:  # upstream froze the replaced layers
+            self._freeze_stages()
+
+    #: reads official / mmpretrain DeiT checkpoints
+    read_host_checkpoint = staticmethod(deit_state_dict)
+
+    def _prepare_host_state_dict(self, state_dict):
+        """Resize the position embedding to this ``img_size``."""
+        self._prepare_pos_embed(state_dict, prefix='')
+
+    def init_weights(self):
+        """As upstream, or from a DeiT checkpoint with a load report."""
+        if self._is_pretrained():
+            self.load_host_checkpoint(self.init_cfg['checkpoint'])
+        else:
+            super().init_weights()
+
+    def forward(self, x):
+        """Upstream's forward, giving each layer the patch grid (IHH).
+
+        Args:
+            x (Tensor): Images ``(B, 3, H_img, W_img)``, any size the
+                position embedding can be resized to.
+
+        Returns:
+            tuple[Tensor]: One output per ``out_indices``, by ``out_type``.
+        """
+        B = x.shape[0]
+        x, patch_resolution = self.patch_embed(x)
+        if self.cls_token is not None:
+            x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
+        x = x + resize_pos_embed(
+            self.pos_embed,
+            self.patch_resolution,
+            patch_resolution,
+            mode=self.interpolate_mode,
+            num_extra_tokens=self.num_extra_tokens)
+        x = self.drop_after_pos(x)
+        x = self.pre_norm(x)
+        outs = []
+        for i, layer in enumerate(self.layers):
+            x = layer(x, patch_resolution)
+            if i == len(self.layers) - 1 and self.final_norm:
+                x = self.ln1(x)
+            if i in self.out_indices:
+                outs.append(self._format_output(x, patch_resolution))
+        return tuple(outs)

@@ -1,0 +1,130 @@
+"""hMHSA + cFFN on PVTv2 (mmdet ``PyramidVisionTransformerV2``).
+
+The paper's proof-of-concept host (PVTv2-b1 on Tiny-ImageNet). The same
+backbone serves mmdet and mmseg (four NCHW maps) and, with a global average
+pooling neck and a linear head, mmpretrain (``configs/hvit_pvtv2_b1_*``).
+"""
+from mmcv.cnn.bricks.drop import DropPath
+from mmdet.models.backbones.pvt import PyramidVisionTransformerV2
+from mmdet.models.layers import nlc_to_nchw
+
+from ...registry import MODELS
+from ..layers import HallucinatedSRA, compact_ffn, resolve_hmhsa_stages
+from ..utils import pvtv2_state_dict
+from .hvit_base import HViTHostMixin, resolve_layers
+
+#: PVTv2 sizes (whai362/PVT): per-stage widths are embed_dims * num_heads
+PVTV2_ARCHS = {
+    'b0': dict(embed_dims=32, num_layers=[2, 2, 2, 2]),
+    'b1': dict(embed_dims=64, num_layers=[2, 2, 2, 2]),
+    'b2': dict(embed_dims=64, num_layers=[3, 4, 6, 3]),
+    'b3': dict(embed_dims=64, num_layers=[3, 4, 18, 3]),
+    'b4': dict(embed_dims=64, num_layers=[3, 8, 27, 3]),
+    'b5':
+    dict(embed_dims=64, num_layers=[3, 6, 40, 3], mlp_ratios=[4, 4, 4, 4]),
+}
+
+
+@MODELS.register_module()
+class HViTPyramidVisionTransformerV2(HViTHostMixin,
+                                     PyramidVisionTransformerV2):
+    """PVTv2 with hMHSA on its spatial-reduction attention and cFFN.
+
+    hMHSA (:class:`~mmvitaccel.models.layers.HallucinatedSRA`): ``Q^`` from
+    the ``H x W`` tokens and ``K^`` from the ``sr``-reduced map, both
+    ``C / 2``; IHH runs on the reduced key grid ``H / sr x W / sr``; CHH
+    across the ``h / 2`` maps; softmax; full ``V``. cFFN factors MixFFN's
+    ``fc2`` (``ffn.layers.4``, a 1x1 conv ``mC -> C``); ``fc1``, the 3x3
+    depth-wise conv and the activation are kept.
+
+    PVTv2 heads are ``[1, 2, 5, 8]``: stages 1 and 3 (1 and 5 heads) cannot
+    halve their maps, so ``hmhsa=True`` puts hMHSA in stages 2 and 4
+    (0-based 1 and 3) and a list naming an odd-head stage is refused.
+
+    Args:
+        arch (str): ``'b0'`` .. ``'b5'``; explicit ``embed_dims``,
+            ``num_layers`` or ``mlp_ratios`` in ``kwargs`` win.
+        hmhsa (bool | Sequence[int]): hMHSA stages (see above).
+        cffn (bool | Sequence[int]): cFFN in all stages, none, or these
+            0-based stages.
+        cffn_ratio (float): Compact ratio ``t`` (NOTES.md: 0.5).
+        cffn_branches (int): ``r`` (NOTES.md: 2).
+        deploy (bool): Build cFFN folded.
+        ihh_kernel (int): IHH filter side.
+        **kwargs: Other arguments of mmdet's ``PyramidVisionTransformer``
+            (``num_heads``, ``sr_ratios``, ``out_indices``,
+            ``drop_path_rate``, ``init_cfg`` ...).
+            ``init_cfg=dict(type='Pretrained', checkpoint=...)`` reads
+            official (whai362) or mmdet-layout PVTv2 weights.
+    """
+
+    def __init__(self,
+                 arch='b1',
+                 hmhsa=True,
+                 cffn=True,
+                 cffn_ratio=0.5,
+                 cffn_branches=2,
+                 deploy=False,
+                 ihh_kernel=3,
+                 **kwargs):
+        if arch not in PVTV2_ARCHS:
+            raise ValueError(f'unknown PVTv2 arch {arch!r}; choose from '
+                             f'{sorted(PVTV2_ARCHS)}')
+        kwargs = {**PVTV2_ARCHS[arch], **kwargs}
+        super().__init__(**kwargs)
+        self.deploy = deploy
+        self.hmhsa_stages = resolve_hmhsa_stages(hmhsa, self.num_heads)
+        self.cffn_stages = resolve_layers(cffn, self.num_stages, 'cffn')
+        attn_drop = kwargs.get('attn_drop_rate', 0.)
+        drop = kwargs.get('drop_rate', 0.)
+        norm_cfg = kwargs.get('norm_cfg', dict(type='LN', eps=1e-6))
+        for i, (_, blocks, _) in enumerate(self.layers):
+            for block in blocks:
+                if i in self.hmhsa_stages:
+                    old = block.attn
+                    path = old.dropout_layer
+                    block.attn = HallucinatedSRA(
+                        embed_dims=old.embed_dims,
+                        num_heads=old.num_heads,
+                        attn_drop=attn_drop,
+                        proj_drop=drop,
+                        dropout_layer=dict(
+                            type='DropPath',
+                            drop_prob=path.drop_prob if isinstance(
+                                path, DropPath) else 0.),
+                        qkv_bias=old.attn.in_proj_bias is not None,
+                        norm_cfg=norm_cfg,
+                        sr_ratio=old.sr_ratio,
+                        kernel_size=ihh_kernel)
+                if i in self.cffn_stages:
+                    compact_ffn(block.ffn, cffn_ratio, cffn_branches, deploy)
+
+    #: reads official (whai362) / mmdet PVTv2 checkpoints
+    read_host_checkpoint = staticmethod(pvtv2_state_dict)
+
+    def init_weights(self):
+        """As upstream from scratch, or from a PVTv2 checkpoint with a load
+        report."""
+        if self._is_pretrained():
+            self.load_host_checkpoint(self.init_cfg['checkpoint'])
+        else:
+            super().init_weights()
+
+    def forward(self, x):
+        """
+        Args:
+            x (Tensor): Images ``(B, 3, H, W)``.
+
+        Returns:
+            tuple[Tensor]: ``(B, C_i, H_i, W_i)`` maps of ``out_indices``
+            (a tuple, which mmpretrain's pooling neck requires).
+        """
+        outs = []
+        for i, (patch_embed, blocks, norm) in enumerate(self.layers):
+            x, hw_shape = patch_embed(x)
+            for block in blocks:
+                x = block(x, hw_shape)
+            x = nlc_to_nchw(norm(x), hw_shape)
+            if i in self.out_indices:
+                outs.append(x)
+        return tuple(outs)

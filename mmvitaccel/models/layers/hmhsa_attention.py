@@ -1,0 +1,382 @@
+"""hMHSA attention layers for the three hosts, on upstream modules.
+
+* :class:`HallucinatedMultiheadAttention` replaces mmpretrain's
+  ``MultiheadAttention`` in a ViT/DeiT ``TransformerEncoderLayer``
+  (:class:`HViTEncoderLayer`); keys are ``[cls; H x W patches]``.
+* :class:`HallucinatedSRA` subclasses mmdet's PVT
+  ``SpatialReductionAttention``; the key grid is the spatially reduced map
+  (``H / sr x W / sr``).
+* :class:`HallucinatedWindowMSA` subclasses mmpretrain's ``WindowMSA``
+  (Swin); the key grid is the ``w x w`` window, the relative position bias
+  (all ``h`` heads) and the shift mask are added after the hallucination.
+
+In every one ``qkv`` (or ``attn.in_proj_*``) becomes ``q`` (``C -> C/2``),
+``k`` (``C -> C/2``) and ``v`` (``C -> C``); ``proj`` and every other
+upstream name is kept, so an upstream checkpoint loads the rest as it is,
+and :func:`~mmvitaccel.models.utils.hvit_state_dict` initialises
+``q``/``k``/``v`` from the first ``h / 2`` heads of the fused projection.
+"""
+import math
+
+import torch.nn as nn
+from mmcv.cnn.bricks.drop import build_dropout
+from mmdet.models.backbones.pvt import SpatialReductionAttention
+from mmdet.models.layers import nchw_to_nlc, nlc_to_nchw
+from mmpretrain.models.backbones.vision_transformer import \
+    TransformerEncoderLayer
+from mmpretrain.models.utils import LayerScale, WindowMSA
+
+from ...ops import AttentionHallucination, check_even_heads, \
+    hallucinated_attention
+from .cffn import compact_ffn
+
+__all__ = [
+    'HallucinatedAttentionMixin', 'HallucinatedMultiheadAttention',
+    'HallucinatedSRA', 'HallucinatedWindowMSA', 'HViTEncoderLayer',
+    'is_hallucinated', 'resolve_hmhsa_stages', 'square_grid'
+]
+
+
+def square_grid(num_tokens, where='tokens'):
+    """``(s, s)`` for ``s * s == num_tokens``, else a clear error."""
+    side = math.isqrt(num_tokens)
+    if side * side != num_tokens:
+        raise ValueError(
+            f'{where}: {num_tokens} grid tokens are not a square; pass '
+            f'hw_shape to give the key grid of a non-square input')
+    return side, side
+
+
+class HallucinatedAttentionMixin:
+    """``q``/``k``/``v`` projections and the IHH + CHH hallucination.
+
+    Subclasses call :meth:`_init_hallucinated` in ``__init__`` and
+    :meth:`_attend` in ``forward``.
+    """
+
+    def _init_hallucinated(self, embed_dims, num_heads, qkv_bias=True,
+                           kernel_size=3, where=''):
+        check_even_heads(num_heads, where)
+        if embed_dims % num_heads:
+            raise ValueError(f'embed_dims {embed_dims} is not a multiple of '
+                             f'num_heads {num_heads}')
+        self.hmhsa_heads = num_heads
+        self.hmhsa_head_dims = embed_dims // num_heads
+        # Q^, K^: C -> C/2 (h/2 heads of C/h); V: C -> C (h heads)
+        self.q = nn.Linear(embed_dims, embed_dims // 2, bias=qkv_bias)
+        self.k = nn.Linear(embed_dims, embed_dims // 2, bias=qkv_bias)
+        self.v = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
+        self.hallucination = AttentionHallucination(num_heads, kernel_size)
+
+    def _attend(self, x_q, x_kv, grid, num_extra=0, scale=None, bias=None,
+                mask=None, dropout_p=0.0):
+        """``softmax([A_r; CHH(IHH(A_r))] + bias + mask) V`` per head.
+
+        Args:
+            x_q (Tensor): Query tokens ``(B, N_q, C)``.
+            x_kv (Tensor): Key/value tokens ``(B, N_k, C)``,
+                ``N_k = num_extra + H_k * W_k``.
+            grid (tuple[int, int]): Key grid ``(H_k, W_k)``.
+            num_extra (int): Leading non-grid keys (class token).
+            scale (float, optional): Logit scale, ``(C/h) ** -0.5`` default.
+            bias (Tensor, optional): ``(h, N_q, N_k)``, added to all maps.
+            mask (Tensor, optional): Additive, broadcastable to
+                ``(B, h, N_q, N_k)``.
+            dropout_p (float): Attention dropout.
+
+        Returns:
+            Tensor: ``(B, N_q, C)`` before the output projection.
+        """
+        B, Nq, _ = x_q.shape
+        Nk = x_kv.shape[1]
+        h, d = self.hmhsa_heads, self.hmhsa_head_dims
+        q = self.q(x_q).reshape(B, Nq, h // 2, d).transpose(1, 2)
+        k = self.k(x_kv).reshape(B, Nk, h // 2, d).transpose(1, 2)
+        v = self.v(x_kv).reshape(B, Nk, h, d).transpose(1, 2)
+        out = hallucinated_attention(q, k, v, self.hallucination, grid,
+                                     num_extra, scale, bias, mask, dropout_p)
+        return out.transpose(1, 2).reshape(B, Nq, h * d)
+
+
+class HallucinatedMultiheadAttention(HallucinatedAttentionMixin, nn.Module):
+    """hMHSA for a ViT/DeiT layer, shaped like mmpretrain's
+    ``MultiheadAttention`` (``proj``, ``gamma1``, drop path kept).
+
+    Args:
+        embed_dims (int): ``C``.
+        num_heads (int): ``h``, even.
+        attn_drop (float): Attention dropout.
+        proj_drop (float): Dropout after ``proj``.
+        dropout_layer (dict): Drop path config of the residual branch.
+        qkv_bias (bool): Biases on ``q``, ``k``, ``v``.
+        proj_bias (bool): Bias on ``proj``.
+        layer_scale_init_value (float): Layer scale (0: none).
+        num_extra_tokens (int): Leading tokens that are not on the patch
+            grid (1: DeiT's class token).
+        kernel_size (int): IHH filter side.
+    """
+
+    def __init__(self,
+                 embed_dims,
+                 num_heads,
+                 attn_drop=0.,
+                 proj_drop=0.,
+                 dropout_layer=dict(type='Dropout', drop_prob=0.),
+                 qkv_bias=True,
+                 proj_bias=True,
+                 layer_scale_init_value=0.,
+                 num_extra_tokens=1,
+                 kernel_size=3):
+        super().__init__()
+        self._init_hallucinated(embed_dims, num_heads, qkv_bias, kernel_size)
+        self.embed_dims = embed_dims
+        self.num_heads = num_heads
+        self.num_extra_tokens = num_extra_tokens
+        self.attn_drop = attn_drop
+        self.proj = nn.Linear(embed_dims, embed_dims, bias=proj_bias)
+        self.proj_drop = nn.Dropout(proj_drop)
+        self.out_drop = build_dropout(dropout_layer)
+        self.gamma1 = LayerScale(embed_dims, layer_scale_init_value) \
+            if layer_scale_init_value > 0 else nn.Identity()
+
+    def forward(self, x, hw_shape=None):
+        """
+        Args:
+            x (Tensor): ``(B, num_extra + H * W, C)``.
+            hw_shape (tuple[int, int], optional): Patch grid ``(H, W)``;
+                inferred for a square grid.
+
+        Returns:
+            Tensor: ``(B, N, C)``, the residual branch (no shortcut).
+        """
+        grid = hw_shape or square_grid(x.shape[1] - self.num_extra_tokens)
+        drop = self.attn_drop if self.training else 0.
+        x = self._attend(x, x, tuple(grid), self.num_extra_tokens,
+                         dropout_p=drop)
+        return self.out_drop(self.gamma1(self.proj_drop(self.proj(x))))
+
+
+class HViTEncoderLayer(TransformerEncoderLayer):
+    """mmpretrain's ViT encoder layer with hMHSA and/or cFFN.
+
+    With ``hmhsa=False, cffn=False`` it is the upstream layer (same
+    modules, same names). ``forward`` takes the patch grid, which hMHSA
+    needs for IHH.
+
+    Args:
+        hmhsa (bool): Replace ``attn`` by
+            :class:`HallucinatedMultiheadAttention`.
+        cffn (bool): Factor the FFN's second linear (``ffn.layers.1``).
+        cffn_ratio (float): ``t``.
+        cffn_branches (int): ``r``.
+        deploy (bool): Build cFFN in the folded (inference) form.
+        num_extra_tokens (int): Leading non-grid tokens (class token).
+        ihh_kernel (int): IHH filter side.
+        **kwargs: Arguments of mmpretrain's ``TransformerEncoderLayer``.
+    """
+
+    def __init__(self,
+                 hmhsa=True,
+                 cffn=True,
+                 cffn_ratio=0.5,
+                 cffn_branches=2,
+                 deploy=False,
+                 num_extra_tokens=1,
+                 ihh_kernel=3,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.hmhsa = hmhsa
+        if hmhsa:
+            old = self.attn
+            self.attn = HallucinatedMultiheadAttention(
+                embed_dims=self.embed_dims,
+                num_heads=kwargs['num_heads'],
+                attn_drop=kwargs.get('attn_drop_rate', 0.),
+                proj_drop=kwargs.get('drop_rate', 0.),
+                dropout_layer=dict(
+                    type='DropPath',
+                    drop_prob=kwargs.get('drop_path_rate', 0.)),
+                qkv_bias=kwargs.get('qkv_bias', True),
+                proj_bias=old.proj.bias is not None,
+                layer_scale_init_value=kwargs.get('layer_scale_init_value',
+                                                  0.),
+                num_extra_tokens=num_extra_tokens,
+                kernel_size=ihh_kernel)
+        if cffn:
+            compact_ffn(self.ffn, cffn_ratio, cffn_branches, deploy)
+
+    def forward(self, x, hw_shape=None):
+        """
+        Args:
+            x (Tensor): ``(B, N, C)``.
+            hw_shape (tuple[int, int], optional): Patch grid for hMHSA.
+
+        Returns:
+            Tensor: ``(B, N, C)``.
+        """
+        attn = self.attn(self.ln1(x), hw_shape) if self.hmhsa else \
+            self.attn(self.ln1(x))
+        x = x + attn
+        return self.ffn(self.ln2(x), identity=x)
+
+
+class HallucinatedSRA(HallucinatedAttentionMixin, SpatialReductionAttention):
+    """hMHSA inside PVT's spatial-reduction attention (mmdet).
+
+    ``sr`` (a ``sr x sr`` conv, stride ``sr``) and ``norm`` are upstream's;
+    the fused ``attn`` (``nn.MultiheadAttention``) becomes ``q``, ``k``,
+    ``v``, ``proj`` and the hallucination. IHH runs on the reduced key grid
+    ``H // sr x W // sr`` (the shape of ``sr``'s output).
+
+    Args:
+        embed_dims (int): ``C``.
+        num_heads (int): ``h``, even.
+        attn_drop (float): Attention dropout.
+        proj_drop (float): Dropout after ``proj``.
+        dropout_layer (dict): Drop path config.
+        qkv_bias (bool): Biases on ``q``, ``k``, ``v``.
+        norm_cfg (dict): Norm after ``sr``.
+        sr_ratio (int): Spatial reduction ratio.
+        kernel_size (int): IHH filter side.
+        init_cfg (dict, optional): Init config.
+    """
+
+    def __init__(self,
+                 embed_dims,
+                 num_heads,
+                 attn_drop=0.,
+                 proj_drop=0.,
+                 dropout_layer=None,
+                 qkv_bias=True,
+                 norm_cfg=dict(type='LN'),
+                 sr_ratio=1,
+                 kernel_size=3,
+                 init_cfg=None):
+        super().__init__(
+            embed_dims,
+            num_heads,
+            attn_drop=attn_drop,
+            proj_drop=proj_drop,
+            dropout_layer=dropout_layer,
+            batch_first=True,
+            qkv_bias=qkv_bias,
+            norm_cfg=norm_cfg,
+            sr_ratio=sr_ratio,
+            init_cfg=init_cfg)
+        del self.attn  # nn.MultiheadAttention: fused Q, K, V of C each
+        self._init_hallucinated(embed_dims, num_heads, qkv_bias, kernel_size)
+        self.attn_drop_rate = attn_drop
+        self.proj = nn.Linear(embed_dims, embed_dims)
+
+    def forward(self, x, hw_shape, identity=None):
+        """
+        Args:
+            x (Tensor): ``(B, H * W, C)``.
+            hw_shape (tuple[int, int]): ``(H, W)``.
+            identity (Tensor, optional): Shortcut; ``x`` by default.
+
+        Returns:
+            Tensor: ``identity + DropPath(Proj(hMHSA(x)))``.
+        """
+        grid = tuple(hw_shape)
+        x_kv = x
+        if self.sr_ratio > 1:
+            x_kv = self.sr(nlc_to_nchw(x, hw_shape))
+            grid = tuple(x_kv.shape[2:])  # the reduced key grid
+            x_kv = self.norm(nchw_to_nlc(x_kv))
+        if identity is None:
+            identity = x
+        drop = self.attn_drop_rate if self.training else 0.
+        out = self.proj(self._attend(x, x_kv, grid, dropout_p=drop))
+        return identity + self.dropout_layer(self.proj_drop(out))
+
+
+class HallucinatedWindowMSA(HallucinatedAttentionMixin, WindowMSA):
+    """hMHSA inside Swin's window attention (mmpretrain's ``WindowMSA``).
+
+    The key grid of IHH is the ``w x w`` window (zero padded at its border).
+    The relative position bias table keeps its ``h`` columns (upstream
+    shape) and is added to all ``h`` maps after the hallucination, like the
+    shift mask, which must not leak into neighbours through IHH.
+
+    Args:
+        embed_dims (int): ``C``.
+        window_size (tuple[int, int]): ``(w, w)``.
+        num_heads (int): ``h``, even.
+        qkv_bias (bool): Biases on ``q``, ``k``, ``v``.
+        qk_scale (float, optional): Logit scale override.
+        attn_drop (float): Attention dropout.
+        proj_drop (float): Dropout after ``proj``.
+        kernel_size (int): IHH filter side.
+        init_cfg (dict, optional): Init config.
+    """
+
+    def __init__(self,
+                 embed_dims,
+                 window_size,
+                 num_heads,
+                 qkv_bias=True,
+                 qk_scale=None,
+                 attn_drop=0.,
+                 proj_drop=0.,
+                 kernel_size=3,
+                 init_cfg=None):
+        super().__init__(embed_dims, window_size, num_heads, qkv_bias,
+                         qk_scale, attn_drop, proj_drop, init_cfg)
+        del self.qkv
+        self._init_hallucinated(embed_dims, num_heads, qkv_bias, kernel_size)
+
+    def forward(self, x, mask=None):
+        """
+        Args:
+            x (Tensor): ``(B * nW, w * w, C)`` window tokens.
+            mask (Tensor, optional): ``(nW, w*w, w*w)``, 0 or negative.
+
+        Returns:
+            Tensor: ``(B * nW, w * w, C)``.
+        """
+        Bw, N, C = x.shape
+        Wh, Ww = self.window_size
+        bias = self.relative_position_bias_table[
+            self.relative_position_index.view(-1)].view(N, N, -1).permute(
+                2, 0, 1)  # (h, N, N)
+        if mask is not None:
+            nW = mask.shape[0]
+            # window b * nW + w of the batch uses mask[w]: (B * nW, 1, N, N)
+            mask = mask.unsqueeze(1).repeat(Bw // nW, 1, 1, 1)
+        out = self._attend(x, x, (Wh, Ww), 0, self.scale, bias, mask,
+                           self.attn_drop.p if self.training else 0.)
+        return self.proj_drop(self.proj(out))
+
+
+def is_hallucinated(module):
+    """Whether ``module`` is one of the hMHSA attentions above."""
+    return isinstance(module, HallucinatedAttentionMixin)
+
+
+
+def resolve_hmhsa_stages(hmhsa, num_heads):
+    """Which stages of a pyramid get hMHSA.
+
+    Args:
+        hmhsa (bool | Sequence[int]): ``True``: every stage whose head count
+            is even (hMHSA halves the heads; PVTv2-b1's 1 and 5 heads and
+            Swin-T's 3 cannot be halved, so those stages keep plain
+            attention); ``False``: none; a sequence: exactly these 0-based
+            stages, each of which must have an even head count.
+        num_heads (Sequence[int]): Heads of each stage.
+
+    Returns:
+        tuple[int]: Sorted stage indices.
+    """
+    if hmhsa is True:
+        return tuple(i for i, h in enumerate(num_heads) if h % 2 == 0)
+    if hmhsa is False or hmhsa is None:
+        return ()
+    stages = tuple(sorted(set(int(i) for i in hmhsa)))
+    for i in stages:
+        if not 0 <= i < len(num_heads):
+            raise ValueError(f'hmhsa stage {i} does not exist (stages 0..'
+                             f'{len(num_heads) - 1})')
+        check_even_heads(num_heads[i], f'stage {i}')
+    return stages

@@ -1,0 +1,330 @@
+"""hMHSA: attention maps hallucinated from half of the heads.
+
+Paper: *Vision Transformer with Attention Map Hallucination and FFN
+Compaction* (no public code; the equations we adopt are in
+``docs``/``NOTES.md``). With ``h`` heads of ``d = C / h`` channels:
+
+1. ``Q^, K^`` are projected to ``C / 2`` only, giving ``h / 2`` *real*
+   pre-softmax maps ``A_r = Q^ K^T * d ** -0.5`` ``(B, h/2, N_q, N_k)``;
+2. IHH (intra-head hallucination): the key axis of every map row is viewed
+   as the key grid ``H_k x W_k`` and a depth-wise 3x3 convolution (one
+   filter per real map) is applied on it, so each hallucinated score
+   mixes the scores of a key and its 8 spatial neighbours;
+3. CHH (cross-head hallucination): a 1x1 convolution across the ``h / 2``
+   maps gives the hallucinated maps ``A_h`` ``(B, h/2, N_q, N_k)``;
+4. ``A = [A_r; A_h]`` (``h`` maps), softmax over keys, times the full
+   ``V`` ``(B, h, N_k, d)``, then the output projection (done by the
+   caller).
+
+Keys that are not on the grid (a class token) come first on the key axis
+and are treated as isolated grid points: the 3x3 filter sees zeros around
+them, so only its centre tap applies (``num_extra`` below).
+
+Neither convolution has a bias: a bias adds the same value to every key of
+a map row, which the softmax cancels, so it could never learn.
+
+Everything here is plain torch; the OpenMMLab layers in
+``mmvitaccel.models.layers.hmhsa_attention`` use it.
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = [
+    'check_even_heads', 'IntraHeadHallucination', 'CrossHeadHallucination',
+    'AttentionHallucination', 'hallucinated_attention', 'mhsa_flops',
+    'hmhsa_flops', 'mhsa_params', 'hmhsa_params', 'split_qkv_weights'
+]
+
+
+def check_even_heads(num_heads, where=''):
+    """Raise a clear error unless ``num_heads`` is a positive even number.
+
+    Args:
+        num_heads (int): Head count ``h`` of an attention layer.
+        where (str): Which layer, for the message (e.g. ``'stage 2'``).
+
+    Returns:
+        int: ``h / 2``, the number of real (and of hallucinated) maps.
+    """
+    if not isinstance(num_heads, int) or num_heads < 2 or num_heads % 2:
+        place = f' ({where})' if where else ''
+        raise ValueError(
+            f'hMHSA needs an even number of heads (h/2 real maps + h/2 '
+            f'hallucinated ones), got num_heads={num_heads}{place}; use '
+            f'plain attention there or change the head count')
+    return num_heads // 2
+
+
+class IntraHeadHallucination(nn.Module):
+    """IHH: a depth-wise 3x3 convolution over the key grid of each map.
+
+    Args:
+        num_maps (int): ``h / 2``, the number of real maps (one 3x3 filter
+            each, no bias).
+        kernel_size (int): Side of the filter; 3 in the paper.
+    """
+
+    def __init__(self, num_maps, kernel_size=3):
+        super().__init__()
+        if kernel_size < 1 or kernel_size % 2 == 0:
+            raise ValueError(f'kernel_size must be odd, got {kernel_size}')
+        self.num_maps = num_maps
+        self.conv = nn.Conv2d(
+            num_maps,
+            num_maps,
+            kernel_size,
+            padding=kernel_size // 2,
+            groups=num_maps,
+            bias=False)
+
+    def forward(self, attn, grid, num_extra=0):
+        """Apply the filter to every row of every real map.
+
+        Args:
+            attn (Tensor): Real maps ``A_r`` ``(B, h/2, N_q, N_k)``, with
+                ``N_k = num_extra + H_k * W_k``, grid keys in raster order.
+            grid (tuple[int, int]): ``(H_k, W_k)``, the key grid.
+            num_extra (int): Leading keys that are not on the grid (class
+                token); only the filter's centre tap applies to them.
+
+        Returns:
+            Tensor: ``(B, h/2, N_q, N_k)``, ``IHH(A_r)``.
+        """
+        B, G, Nq, Nk = attn.shape
+        Hk, Wk = grid
+        if G != self.num_maps or Nk != num_extra + Hk * Wk:
+            raise ValueError(
+                f'IHH expects (B, {self.num_maps}, N_q, {num_extra} + '
+                f'{Hk}*{Wk}) maps, got {tuple(attn.shape)}')
+        # view the key axis of each row as the key grid:
+        # (B, h/2, N_q, H*W) -> (B * N_q, h/2, H, W), filter per map
+        maps = attn[..., num_extra:].transpose(1, 2).reshape(B * Nq, G, Hk, Wk)
+        maps = self.conv(maps).reshape(B, Nq, G, Hk * Wk).transpose(1, 2)
+        if not num_extra:
+            return maps
+        centre = self.conv.weight[:, 0, self.conv.kernel_size[0] // 2,
+                                  self.conv.kernel_size[1] // 2]
+        extra = attn[..., :num_extra] * centre.view(1, G, 1, 1)
+        return torch.cat((extra, maps), dim=-1)
+
+
+class CrossHeadHallucination(nn.Module):
+    """CHH: a 1x1 convolution (no bias) that mixes the ``h / 2`` maps.
+
+    Args:
+        num_maps (int): ``h / 2``, input and output maps.
+    """
+
+    def __init__(self, num_maps):
+        super().__init__()
+        self.conv = nn.Conv2d(num_maps, num_maps, 1, bias=False)
+
+    def forward(self, attn):
+        """
+        Args:
+            attn (Tensor): ``(B, h/2, N_q, N_k)``.
+
+        Returns:
+            Tensor: ``(B, h/2, N_q, N_k)``, ``CHH(attn)``.
+        """
+        return self.conv(attn)
+
+
+class AttentionHallucination(nn.Module):
+    """``A_h = CHH(IHH(A_r))``: the hallucinated half of the maps.
+
+    Args:
+        num_heads (int): ``h``, even; the module holds ``h / 2`` filters.
+        kernel_size (int): IHH filter side, 3 in the paper.
+    """
+
+    def __init__(self, num_heads, kernel_size=3):
+        super().__init__()
+        num_maps = check_even_heads(num_heads)
+        self.ihh = IntraHeadHallucination(num_maps, kernel_size)
+        self.chh = CrossHeadHallucination(num_maps)
+
+    def forward(self, attn, grid, num_extra=0):
+        """
+        Args:
+            attn (Tensor): Real maps ``(B, h/2, N_q, N_k)``.
+            grid (tuple[int, int]): Key grid ``(H_k, W_k)``.
+            num_extra (int): Leading non-grid keys.
+
+        Returns:
+            Tensor: ``[A_r; A_h]`` ``(B, h, N_q, N_k)``.
+        """
+        return torch.cat((attn, self.hallucinate(attn, grid, num_extra)),
+                         dim=1)
+
+    def hallucinate(self, attn, grid, num_extra=0):
+        """``A_h = CHH(IHH(attn))`` alone, ``(B, h/2, N_q, N_k)``."""
+        return self.chh(self.ihh(attn, grid, num_extra))
+
+
+def hallucinated_attention(q,
+                           k,
+                           v,
+                           hallucination,
+                           grid,
+                           num_extra=0,
+                           scale=None,
+                           bias=None,
+                           mask=None,
+                           dropout_p=0.0):
+    """hMHSA attention: real maps, hallucination, softmax, times ``V``.
+
+    Args:
+        q (Tensor): ``Q^`` ``(B, h/2, N_q, d)``.
+        k (Tensor): ``K^`` ``(B, h/2, N_k, d)``.
+        v (Tensor): ``V`` ``(B, h, N_k, d_v)`` (all heads).
+        hallucination (AttentionHallucination): IHH + CHH.
+        grid (tuple[int, int]): Key grid ``(H_k, W_k)``.
+        num_extra (int): Leading non-grid keys (class token).
+        scale (float, optional): Logit scale; ``d ** -0.5`` by default.
+        bias (Tensor, optional): Added to all ``h`` maps after the
+            hallucination, e.g. Swin's relative position bias ``(h, N_q,
+            N_k)`` (broadcastable to ``(B, h, N_q, N_k)``).
+        mask (Tensor, optional): Additive mask (0 where allowed, negative
+            where not) broadcastable to ``(B, h, N_q, N_k)``. Masked scores
+            are zeroed in the input of IHH, so that they never reach their
+            neighbours' hallucinated scores (e.g. across Swin's shifted
+            regions), and the mask is added to all ``h`` maps before the
+            softmax.
+        dropout_p (float): Attention dropout (pass 0 in eval mode).
+
+    Returns:
+        Tensor: ``softmax([A_r; A_h] + bias + mask) @ V``
+        ``(B, h, N_q, d_v)``, ``A_h = CHH(IHH(A_r))``.
+    """
+    if scale is None:
+        scale = q.shape[-1]**-0.5
+    if 2 * q.shape[1] != v.shape[1]:
+        raise ValueError(f'Q^ has {q.shape[1]} heads, V {v.shape[1]}; hMHSA '
+                         f'needs V with twice the heads of Q^')
+    attn = (q * scale) @ k.transpose(-2, -1)  # A_r = Q^ K^T / sqrt(d)
+    source = attn if mask is None else attn.masked_fill(mask < 0, 0.)
+    # A = [A_r; A_h], A_h = CHH(IHH(A_r))
+    attn = torch.cat(
+        (attn, hallucination.hallucinate(source, grid, num_extra)), dim=1)
+    if bias is not None:
+        attn = attn + bias
+    if mask is not None:
+        attn = attn + mask
+    attn = attn.softmax(dim=-1)
+    if dropout_p:
+        attn = F.dropout(attn, p=dropout_p)
+    return attn @ v
+
+
+def split_qkv_weights(qkv_weight, qkv_bias=None):
+    """Initial ``Q^, K^, V`` projections from a fused upstream ``qkv``.
+
+    ``Q^``/``K^`` take the rows of the first ``h / 2`` heads of ``Q``/``K``
+    (``C / 2`` rows each), ``V`` keeps all its rows, so the real maps of a
+    converted layer equal the first half of the pretrained maps.
+
+    Args:
+        qkv_weight (Tensor): ``(3C, C_in)``, rows ``[Q; K; V]``.
+        qkv_bias (Tensor, optional): ``(3C,)``.
+
+    Returns:
+        dict: ``{'q.weight', 'k.weight', 'v.weight'}`` (``(C/2, C_in)``,
+        ``(C/2, C_in)``, ``(C, C_in)``) and the biases when given.
+    """
+    C = qkv_weight.shape[0] // 3
+    half = C // 2
+    out = {
+        'q.weight': qkv_weight[:half],
+        'k.weight': qkv_weight[C:C + half],
+        'v.weight': qkv_weight[2 * C:]
+    }
+    if qkv_bias is not None:
+        out.update({
+            'q.bias': qkv_bias[:half],
+            'k.bias': qkv_bias[C:C + half],
+            'v.bias': qkv_bias[2 * C:]
+        })
+    return {k: v.clone() for k, v in out.items()}
+
+
+def mhsa_flops(n, c, n_kv=None):
+    """Closed-form FLOPs (multiply-adds) of vanilla MHSA (paper Eq. 5).
+
+    ``Q, K, V`` projections ``(n + 2 n_kv) C^2``, ``Q K^T`` and ``A V``
+    ``2 n n_kv C``, ``Proj`` ``n C^2``; with ``n_kv = n`` this is
+    ``4 N C^2 + 2 N^2 C``. Biases, scaling and softmax are free.
+
+    Args:
+        n (int): Query tokens ``N``.
+        c (int): Channels ``C``.
+        n_kv (int, optional): Key/value tokens (spatially reduced in PVT);
+            ``n`` by default.
+
+    Returns:
+        int: FLOPs of one image.
+    """
+    n_kv = n if n_kv is None else n_kv
+    return (2 * n + 2 * n_kv) * c * c + 2 * n * n_kv * c
+
+
+def hmhsa_flops(n, c, h, n_kv=None, num_extra=0, kernel_size=3):
+    """Closed-form FLOPs of hMHSA (paper Eq. 7).
+
+    ``Q^`` ``n C^2 / 2``, ``K^`` ``n_kv C^2 / 2``, ``V`` ``n_kv C^2``,
+    ``Proj`` ``n C^2``, ``Q^ K^T`` ``n n_kv C / 2``, ``A V`` ``n n_kv C``,
+    IHH ``9 n (n_kv - num_extra) h / 2`` (the filter over the grid keys;
+    the class-token column is a free element-wise product), CHH
+    ``n n_kv h^2 / 4``. With ``n_kv = n`` and no extra token this is
+    ``3 N C^2 + 3 N^2 C / 2 + 9 N^2 h / 2 + N^2 h^2 / 4``.
+
+    Args:
+        n (int): Query tokens.
+        c (int): Channels.
+        h (int): Heads (even).
+        n_kv (int, optional): Key tokens; ``n`` by default.
+        num_extra (int): Non-grid keys (class token).
+        kernel_size (int): IHH filter side.
+
+    Returns:
+        int: FLOPs of one image.
+    """
+    n_kv = n if n_kv is None else n_kv
+    g = check_even_heads(h)
+    proj = (n * c * c) // 2 + (n_kv * c * c) // 2 + n_kv * c * c + n * c * c
+    attn = (n * n_kv * c) // 2 + n * n_kv * c
+    ihh = kernel_size**2 * n * (n_kv - num_extra) * g
+    chh = n * n_kv * g * g
+    return proj + attn + ihh + chh
+
+
+def mhsa_params(c, bias=True):
+    """Parameters of vanilla MHSA: ``4 C^2`` (+ ``4 C`` biases).
+
+    Args:
+        c (int): Channels.
+        bias (bool): Biases on ``qkv`` and ``Proj``.
+
+    Returns:
+        int: Parameter count.
+    """
+    return 4 * c * c + (4 * c if bias else 0)
+
+
+def hmhsa_params(c, h, bias=True, kernel_size=3):
+    """Parameters of hMHSA: ``Q^, K^`` ``C^2 / 2`` each, ``V`` and ``Proj``
+    ``C^2`` each, IHH ``k^2 h / 2``, CHH ``(h / 2)^2``.
+
+    Args:
+        c (int): Channels.
+        h (int): Heads (even).
+        bias (bool): Biases on the projections.
+        kernel_size (int): IHH filter side.
+
+    Returns:
+        int: Parameter count.
+    """
+    g = check_even_heads(h)
+    linear = 3 * c * c + (3 * c if bias else 0)
+    return linear + kernel_size**2 * g + g * g

@@ -1,0 +1,224 @@
+"""hMHSA and cFFN operators (mmvitaccel.ops.hmhsa, mmvitaccel.ops.cffn)."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import mmvitaccel  # noqa: F401
+from mmvitaccel.ops import (AttentionHallucination, CompactLinear,
+                            IntraHeadHallucination, RepLinear, cffn_flops,
+                            cffn_params, check_even_heads, compact_dims,
+                            ffn_flops, hallucinated_attention, hmhsa_flops,
+                            hmhsa_params, mhsa_flops, split_qkv_weights,
+                            switch_to_deploy)
+from mmvitaccel.utils.flops import count_flops, count_params
+
+
+class HalluAttention(nn.Module):
+    """A bare hMHSA layer on a token grid (optionally with a class token)."""
+
+    def __init__(self, c, h, grid, num_extra=0):
+        super().__init__()
+        self.h, self.grid, self.num_extra = h, grid, num_extra
+        self.q = nn.Linear(c, c // 2)
+        self.k = nn.Linear(c, c // 2)
+        self.v = nn.Linear(c, c)
+        self.proj = nn.Linear(c, c)
+        self.hallucination = AttentionHallucination(h)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        d = C // self.h
+        q = self.q(x).reshape(B, N, self.h // 2, d).transpose(1, 2)
+        k = self.k(x).reshape(B, N, self.h // 2, d).transpose(1, 2)
+        v = self.v(x).reshape(B, N, self.h, d).transpose(1, 2)
+        out = hallucinated_attention(q, k, v, self.hallucination, self.grid,
+                                     self.num_extra)
+        return self.proj(out.transpose(1, 2).reshape(B, N, C))
+
+
+def _train_bn(module, shape, steps=3):
+    """Move the BN running statistics away from their initial values."""
+    module.train()
+    dtype = next(module.parameters()).dtype
+    with torch.no_grad():
+        for _ in range(steps):
+            module(torch.randn(*shape, dtype=dtype) * 3 + 1)
+        for m in module.modules():
+            if isinstance(m, nn.BatchNorm1d):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    module.eval()
+
+
+@pytest.mark.parametrize('branches', [1, 2, 3])
+def test_rep_linear_deploy_equals_training_form(branches):
+    torch.manual_seed(0)
+    layer = RepLinear(24, 10, branches).double()
+    _train_bn(layer, (5, 7, 24))
+    x = torch.randn(2, 9, 24, dtype=torch.double)
+    with torch.no_grad():
+        ref = layer(x)
+        layer.switch_to_deploy()
+        out = layer(x)
+    assert layer.deploy and not hasattr(layer, 'norms')
+    assert isinstance(layer.fused, nn.Linear)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize('channel_dim,shape', [(-1, (2, 13, 64)),
+                                                (1, (2, 64, 5, 6))])
+def test_compact_linear_deploy_equals_training_form(channel_dim, shape):
+    torch.manual_seed(1)
+    layer = CompactLinear(64, 16, ratio=0.5, branches=2,
+                          channel_dim=channel_dim)
+    _train_bn(layer, shape)
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        ref = layer(x)
+        switch_to_deploy(layer)
+        out = layer(x)
+    # float32, two chained folds: agreement to float32 rounding
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+    # k = t m C / (m + 1) with mC = 64, C = 16 (m = 4): 0.5 * 64 * 16 / 80
+    assert layer.rank == round(0.5 * 4 * 16 / 5)
+    assert layer.u.fused.weight.shape == (layer.rank, 64)
+    assert layer.v.fused.weight.shape == (16, layer.rank)
+
+
+def test_compact_linear_trains_its_branches():
+    layer = CompactLinear(32, 8, branches=2)
+    layer(torch.randn(4, 6, 32)).square().sum().backward()
+    grads = [p.grad for p in layer.parameters()]
+    assert all(g is not None and g.abs().sum() > 0 for g in grads)
+
+
+def test_compact_dims_rejects_bad_ratio():
+    assert compact_dims(1536, 384, 1.0) == round(1536 * 384 / 1920)
+    for bad in (0, -0.5, 1.5):
+        with pytest.raises(ValueError, match='compact ratio'):
+            compact_dims(1536, 384, bad)
+    with pytest.raises(ValueError, match='branches'):
+        RepLinear(4, 4, branches=0)
+
+
+@pytest.mark.parametrize('heads', [1, 3, 5, 0])
+def test_odd_head_counts_are_refused(heads):
+    with pytest.raises(ValueError, match='even number of heads'):
+        check_even_heads(heads)
+    with pytest.raises(ValueError, match='even number of heads'):
+        AttentionHallucination(heads)
+
+
+@pytest.mark.parametrize('num_extra', [0, 1])
+def test_ihh_touches_only_spatial_neighbours(num_extra):
+    torch.manual_seed(0)
+    H, W, G, Nq = 5, 6, 2, 3
+    ihh = IntraHeadHallucination(G).double()
+    attn = torch.randn(1, G, Nq, num_extra + H * W, dtype=torch.double)
+    jac = torch.autograd.functional.jacobian(
+        lambda a: ihh(a, (H, W), num_extra), attn)
+    # jac[0, g, n, j, 0, g', n', j']: output (g, n, j) wrt input (g', n', j')
+    jac = jac[0, :, :, :, 0]
+    for g in range(G):
+        for n in range(Nq):
+            for j in range(num_extra + H * W):
+                touched = jac[g, n, j].abs() > 0
+                # nothing from other maps or other query rows
+                assert not touched[torch.arange(G) != g].any()
+                assert not touched[g, torch.arange(Nq) != n].any()
+                row = touched[g, n]
+                if j < num_extra:  # class token: only itself
+                    assert row.nonzero().flatten().tolist() == [j]
+                    continue
+                y, x = divmod(j - num_extra, W)
+                for jj in row.nonzero().flatten().tolist():
+                    assert jj >= num_extra, 'grid key touched the cls column'
+                    yy, xx = divmod(jj - num_extra, W)
+                    assert abs(yy - y) <= 1 and abs(xx - x) <= 1
+                # and every in-grid neighbour does contribute
+                expected = sum(1 for dy in (-1, 0, 1) for dx in (-1, 0, 1)
+                               if 0 <= y + dy < H and 0 <= x + dx < W)
+                assert int(row.sum()) == expected
+
+
+def test_ihh_is_a_depthwise_conv_on_the_key_grid():
+    torch.manual_seed(0)
+    H, W, G, Nq = 4, 3, 3, 5
+    ihh = IntraHeadHallucination(G)
+    attn = torch.randn(2, G, Nq, H * W)
+    out = ihh(attn, (H, W))
+    for n in range(Nq):
+        ref = F.conv2d(attn[:, :, n].reshape(2, G, H, W), ihh.conv.weight,
+                       padding=1, groups=G)
+        torch.testing.assert_close(out[:, :, n], ref.flatten(2))
+    with pytest.raises(ValueError, match='IHH expects'):
+        ihh(attn, (H, W + 1))
+
+
+def test_hallucinated_attention_formula():
+    torch.manual_seed(0)
+    B, h, N, d, grid = 2, 4, 1 + 9, 8, (3, 3)
+    hallu = AttentionHallucination(h)
+    q, k = torch.randn(2, B, h // 2, N, d)
+    v = torch.randn(B, h, N, d)
+    mask = torch.zeros(N, N)
+    mask[:, -1] = -100.0
+    out = hallucinated_attention(q, k, v, hallu, grid, 1, mask=mask)
+    real = q @ k.transpose(-2, -1) / d**0.5
+    source = real.clone()
+    source[..., -1] = 0  # masked scores do not feed IHH
+    maps = torch.cat((real, hallu.chh(hallu.ihh(source, grid, 1))), dim=1)
+    ref = (maps + mask).softmax(-1) @ v
+    torch.testing.assert_close(out, ref)
+    # the masked key gets (almost) no weight in any of the h maps
+    attn = (maps + mask).softmax(-1)
+    assert attn[..., -1].max() < 1e-30
+    # and its key/value do not matter at all, even through IHH neighbours
+    k2, v2 = k.clone(), v.clone()
+    k2[..., -1, :] += 3.0
+    v2[..., -1, :] += 3.0
+    out2 = hallucinated_attention(q, k2, v2, hallu, grid, 1, mask=mask)
+    torch.testing.assert_close(out2, out)
+
+
+def test_split_qkv_weights_keeps_first_half_of_the_heads():
+    C = 8
+    w, b = torch.randn(3 * C, 5), torch.randn(3 * C)
+    parts = split_qkv_weights(w, b)
+    torch.testing.assert_close(parts['q.weight'], w[:4])
+    torch.testing.assert_close(parts['k.weight'], w[8:12])
+    torch.testing.assert_close(parts['v.weight'], w[16:])
+    torch.testing.assert_close(parts['v.bias'], b[16:])
+
+
+@pytest.mark.parametrize('c,h,grid,num_extra', [(64, 4, (7, 7), 0),
+                                                (96, 6, (4, 5), 1),
+                                                (384, 6, (14, 14), 1)])
+def test_hmhsa_flops_and_params_match_closed_formulas(c, h, grid, num_extra):
+    n = num_extra + grid[0] * grid[1]
+    layer = HalluAttention(c, h, grid, num_extra)
+    counted = count_flops(layer, torch.randn(1, n, c))
+    assert counted.unsupported_ops == {}
+    assert counted.total == hmhsa_flops(n, c, h, num_extra=num_extra)
+    assert count_params(layer) == hmhsa_params(c, h)
+    # Eq. 5 - Eq. 7 = N C^2 + (2C - h^2 - 18h) N^2 / 4 on a pure grid
+    if num_extra == 0:
+        saved = mhsa_flops(n, c) - hmhsa_flops(n, c, h)
+        assert 4 * saved == 4 * n * c * c + (2 * c - h * h - 18 * h) * n * n
+
+
+@pytest.mark.parametrize('c,m,t', [(64, 4, 0.5), (384, 4, 0.5),
+                                   (128, 8, 0.25)])
+def test_cffn_flops_and_params_match_closed_formulas(c, m, t):
+    n = 50
+    ffn = nn.Sequential(nn.Linear(c, m * c), nn.GELU(),
+                        CompactLinear(m * c, c, ratio=t, deploy=True))
+    counted = count_flops(ffn, torch.randn(1, n, c))
+    assert counted.total == cffn_flops(n, c, m * c, t)
+    assert count_params(ffn) == cffn_params(c, m * c, t)
+    k = compact_dims(m * c, c, t)
+    assert cffn_flops(n, c, m * c, t) == m * n * c * c + (m + 1) * n * c * k
+    # the ratio to the vanilla FFN is (1 + t) / 2 up to the rounding of k
+    ratio = cffn_flops(n, c, m * c, t) / ffn_flops(n, c, m * c)
+    assert abs(ratio - (1 + t) / 2) < 1 / c
