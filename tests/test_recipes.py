@@ -25,6 +25,14 @@ EXPECTED_METRIC = {
     'configs/stvit_deit_t_in1k.py': 'accuracy/top1',
     'configs/stvit_deit_s_in1k.py': 'accuracy/top1',
     'configs/stvit_deit_b_in1k.py': 'accuracy/top1',
+    'configs/integrated_deit_t_in1k.py': 'accuracy/top1',
+    'configs/integrated_deit_s_in1k.py': 'accuracy/top1',
+    'configs/integrated_deit_b_in1k.py': 'accuracy/top1',
+    'configs/dgssa_swin_t_in1k.py': 'accuracy/top1',
+    'configs/dgssa_swin_s_in1k.py': 'accuracy/top1',
+    'configs/dgssa_swin_b_in1k.py': 'accuracy/top1',
+    'configs/dgssa_swin_s_coco.py': 'coco/segm_mAP',
+    'configs/dgssa_swin_s_upernet_ade20k.py': 'mIoU',
 }
 
 
@@ -38,6 +46,8 @@ PREDICT_ALL = {
     'configs/stvit_r_swin_b_coco.py':
     dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
     'configs/_base_/swin_b_cascade_mask_rcnn_3x_coco.py':
+    dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
+    'configs/dgssa_swin_s_coco.py':
     dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
 }
 

@@ -32,6 +32,11 @@ INIT_MODES = ('dg', 'random', 'uniform', 'local')
 #: smallest probability turned into a logit (``log(0)`` is ``-inf``)
 LOG_EPS = 1e-6
 
+#: logit added where a bool mask forbids a key: finite, so that a row with
+#: no allowed key (a padding query) stays finite, and low enough that
+#: ``exp`` of it is exactly 0 next to any allowed key in float32
+MASK_VALUE = -1e4
+
 
 def check_init_mode(mode):
     """Raise a clear ``ValueError`` for an unknown static-attention init.
@@ -57,25 +62,30 @@ def static_attention(logits, v, mask=None):
             image consecutive, as ``window_partition`` orders them).
         mask (Tensor, optional): additive float mask ``(nW, N, N)`` (0 where
             allowed, a large negative number where not: Swin's shift mask)
-            or bool mask ``(nW, N, N)`` (True where allowed).
+            or bool mask ``(nW, N, N)`` (True where allowed; forbidden keys
+            get :data:`MASK_VALUE`).
 
     Returns:
         Tensor: ``(B, h, N, d_h)``.
     """
     if mask is None:
-        return torch.matmul(logits.softmax(dim=-1).to(v.dtype), v)
+        # einsum: one batched product per head (batch folded into columns),
+        # counted exactly by count_flops
+        return torch.einsum('hnm,bhmd->bhnd',
+                            logits.softmax(dim=-1).to(v.dtype), v)
     if mask.dtype == torch.bool:
         mask = torch.zeros(mask.shape, dtype=logits.dtype,
                            device=logits.device).masked_fill(
-                               ~mask, float('-inf'))
+                               ~mask, MASK_VALUE)
     nW = mask.shape[0]
     B, h, N, d = v.shape
     if B % nW:
         raise ValueError(f'{B} windows are not a multiple of the mask\'s '
                          f'{nW} windows')
     attn = (logits[None] + mask[:, None].to(logits.dtype)).softmax(dim=-1)
-    out = torch.matmul(attn.to(v.dtype)[None], v.view(B // nW, nW, h, N, d))
-    return out.view(B, h, N, d)
+    out = torch.einsum('whnm,bwhmd->bwhnd', attn.to(v.dtype),
+                       v.view(B // nW, nW, h, N, d))
+    return out.reshape(B, h, N, d)
 
 
 def local_logits(num_heads, grid, extra_tokens=0, strength=1.0):

@@ -13,3 +13,9 @@ __all__ = [
     'STViTSwinBlockSequence', 'STViTSwinBlockSequence3D',
     'STViTSwinTransformer', 'STViTSwinTransformer3D'
 ]
+from .dgssa_vit import DGSSAVisionTransformer  # noqa: E402
+
+__all__ += ['DGSSAVisionTransformer']
+from .dgssa_swin import DGSSASwinTransformer  # noqa: E402
+
+__all__ += ['DGSSASwinTransformer']
