@@ -197,3 +197,13 @@ class DGSSASwinTransformer(SwinTransformer):
             super().init_weights()
             self.init_cfg = init_cfg
             self.reset_static_logits()
+
+    def forward(self, x):
+        """Args:
+            x (Tensor): images ``(B, 3, H, W)``, any size.
+
+        Returns:
+            tuple[Tensor]: NCHW maps of ``out_indices`` (mmdet's Swin
+            returns a list; a tuple also suits mmpretrain's necks).
+        """
+        return tuple(super().forward(x))
