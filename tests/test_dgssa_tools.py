@@ -18,7 +18,8 @@ from .utils import REPO
 ARCH = dict(embed_dims=64, num_layers=8, num_heads=4, feedforward_channels=128)
 DEIT = '''
 _base_ = '{repo}/configs/integrated_deit_s_in1k.py'
-arch = dict(embed_dims=64, num_layers=8, num_heads=4, feedforward_channels=128)
+arch = dict(_delete_=True, embed_dims=64, num_layers=8, num_heads=4,
+            feedforward_channels=128)
 model = dict(
     backbone=dict(arch=arch, init_cfg=dict(checkpoint='{init}')),
     teacher=dict(arch=arch, init_cfg=dict(checkpoint='{host}')),
@@ -116,7 +117,7 @@ def test_dgssa_init_on_swin(tmp_path, tiny_data_dir):
     assert len(names) == 7
     ours = DGSSASwinTransformer(
         embed_dims=32, depths=[2, 2, 2, 1], num_heads=[1, 2, 4, 8],
-        static_blocks=3,
+        static_blocks=3, out_indices=(3, ),  # the config's host
         init_cfg=dict(type='Pretrained', checkpoint=init_path))
     ours.init_weights()
     assert not ours.load_report['missing'] and \

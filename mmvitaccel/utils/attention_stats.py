@@ -56,7 +56,8 @@ def build_host_backbone(cfg, checkpoint=None):
         bcfg['init_cfg'] = None
     backbone = MODELS.build(bcfg)
     backbone.init_weights()
-    return backbone.eval()
+    backbone.eval()  # mmpretrain backbones' train() returns None
+    return backbone
 
 
 def add_attention_hooks(backbone, singular_values=False):
