@@ -2,7 +2,7 @@
 
     python tools/glad_search.py CONFIG --checkpoint DEIT.pth
         [--static-depth 2] [--max-glad 3] [--eta 0.5] [--step 1]
-        [--num-images 1000] [--split train] [--batch-size 32] [--tiny]
+        [--power 2] [--num-images 1000] [--split train] [--batch-size 32] [--tiny]
         [--cfg-options k=v ...]
 
 CONFIG is an Integrated-DeiT config (``DGSSAVisionTransformer`` backbone;
@@ -38,6 +38,9 @@ def parse_args():
     parser.add_argument('--step', type=int, default=1,
                         help='token counts searched: multiples of STEP '
                         'patch tokens (1: all)')
+    parser.add_argument('--power', type=float, default=2,
+                        help='AM uses sigma**POWER: 2 = energy (default), '
+                        '1 = nuclear norm (saturates less)')
     parser.add_argument('--num-images', type=int, default=1000)
     parser.add_argument('--split', default='train',
                         choices=['train', 'val', 'test'])
@@ -79,7 +82,8 @@ def main():
     print(f'expected singular values of {L} layers over {seen} images; '
           f'searching P={P}, Q<={Q}, eta<={args.eta}, '
           f'{len(candidates)} token counts')
-    best = glad_search(sigmas, n0, d, P, Q, args.eta, candidates, e)
+    best = glad_search(sigmas, n0, d, P, Q, args.eta, candidates, e,
+                       args.power)
     if best is None:
         raise SystemExit(f'no architecture reaches eta={args.eta} with '
                          f'P={P}, Q={Q}')
@@ -92,7 +96,8 @@ def main():
     own_tokens = list(bcfg.get('glad_tokens', ()))
     if len(own_layers) == len(own_tokens) and all(
             m < n0 for m in own_tokens):
-        own_am = accuracy_metric(sigmas, n0, P, own_layers, own_tokens)
+        own_am = accuracy_metric(sigmas, n0, P, own_layers, own_tokens,
+                                 args.power)
         own_ratio = architecture_flops(
             n0, d, L, static, own_layers, own_tokens, e) / \
             architecture_flops(n0, d, L, [])
