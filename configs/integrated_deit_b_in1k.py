@@ -14,5 +14,7 @@ model = dict(
             checkpoint='work_dirs/dgssa_init/deit-base_dgssa.pth')),
     teacher=dict(
         arch='deit-base', init_cfg=dict(checkpoint=deit_checkpoint)),
+    teacher_head=dict(
+        in_channels=768, init_cfg=dict(checkpoint=deit_checkpoint)),
     head=dict(in_channels=768))
 train_dataloader = dict(batch_size=64)

@@ -15,4 +15,6 @@ model = dict(
             checkpoint='work_dirs/dgssa_init/deit-tiny_dgssa.pth')),
     teacher=dict(
         arch='deit-tiny', init_cfg=dict(checkpoint=deit_checkpoint)),
+    teacher_head=dict(
+        in_channels=192, init_cfg=dict(checkpoint=deit_checkpoint)),
     head=dict(in_channels=192))

@@ -251,11 +251,41 @@ def test_token_distillation_loss(tmp_path):
         assert g.weight.grad.abs().sum() > 0
 
 
+
+def test_prediction_distillation_with_a_teacher_head():
+    from mmpretrain.structures import DataSample
+    torch.manual_seed(0)
+    head = dict(type='mmpretrain.VisionTransformerClsHead', num_classes=5,
+                in_channels=64)
+    model = _classifier(teacher_head=head, kd_weight=0.5)
+    model.init_weights()
+    model.train()
+    assert not model.teacher_head.training
+    x = torch.randn(2, 3, 64, 64)
+    samples = [DataSample().set_gt_label(i) for i in (1, 2)]
+    losses = model.loss(x, samples)
+    assert set(losses) == {'loss', 'loss_glad', 'loss_kd'}
+    with torch.no_grad():
+        student = model.head(model.backbone(x))
+        teacher = model.teacher_head(model.teacher(x))
+    ref = -(teacher.softmax(-1) * student.log_softmax(-1)).sum(-1).mean()
+    torch.testing.assert_close(losses['loss_kd'].detach(), 0.5 * ref)
+    sum(losses.values()).backward()
+    assert all(p.grad is None for p in model.teacher_head.parameters())
+    assert model.head.layers.head.weight.grad.abs().sum() > 0
+
 def test_classifier_errors():
     with pytest.raises(ValueError, match='DGSSAVisionTransformer'):
         GLADDistillClassifier(
             backbone=dict(type='mmpretrain.VisionTransformer', arch=TINY,
                           img_size=64, patch_size=16))
+    with pytest.raises(ValueError, match='teacher_head needs a teacher'):
+        GLADDistillClassifier(
+            backbone=dict(type='mmvitaccel.DGSSAVisionTransformer',
+                          arch=TINY, img_size=64, patch_size=16,
+                          static_init='uniform', glad_tokens=(13, 9, 5)),
+            teacher_head=dict(type='mmpretrain.VisionTransformerClsHead',
+                              num_classes=5, in_channels=64))
     with pytest.raises(ValueError, match='must match'):
         GLADDistillClassifier(
             backbone=dict(type='mmvitaccel.DGSSAVisionTransformer',

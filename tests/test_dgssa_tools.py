@@ -23,6 +23,7 @@ arch = dict(_delete_=True, embed_dims=64, num_layers=8, num_heads=4,
 model = dict(
     backbone=dict(arch=arch, init_cfg=dict(checkpoint='{init}')),
     teacher=dict(arch=arch, init_cfg=dict(checkpoint='{host}')),
+    teacher_head=dict(in_channels=64, init_cfg=None),
     head=dict(in_channels=64))
 '''
 SWIN = '''
@@ -92,7 +93,7 @@ def test_dgssa_init_glad_search_and_training(tmp_path, tiny_data_dir):
     work = str(tmp_path / 'work')
     out = run('tools/train.py', str(config), '--work-dir', work, *tiny,
               'tiny.max_epochs=1')
-    assert 'loss_glad' in out
+    assert 'loss_glad' in out and 'loss_kd' in out
     assert osp.isfile(osp.join(work, 'epoch_1.pth'))
 
 

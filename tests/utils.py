@@ -132,6 +132,7 @@ TINY_INTEGRATED_DEIT = {
     'model.backbone.static_init': 'uniform',
     'model.teacher.arch': dict(_delete_=True, embed_dims=64, num_layers=8,
                                num_heads=4, feedforward_channels=128),
+    'model.teacher_head.in_channels': 64,
     'model.head.in_channels': 64,
 }
 # Swin with DGSSA in the first 3 blocks: a plain and a shifted block of

@@ -11,6 +11,10 @@ output ``Y`` is pulled towards it:
 added to the task loss (``loss_glad``, scaled by ``distill_weight``). As in
 the student, the class token is left out of the aggregation: both GLADs map
 patch tokens only.
+
+With a ``teacher_head``, the paper's "self-supervised distill training" is
+added too: the cross-entropy between the teacher's predicted distribution
+and the student's, ``loss_kd = -kd_weight * mean_b sum_c p_t log p_s``.
 """
 import torch
 import torch.nn as nn
@@ -39,6 +43,10 @@ class GLADDistillClassifier(ImageClassifier):
             too.
         distill_weight (float): weight of ``L_glad``.
         glad_init (str): ``W`` init of the teacher-side GLADs.
+        teacher_head (dict, optional): the teacher's classification head
+            (e.g. ``VisionTransformerClsHead``, weights by its ``init_cfg``
+            with ``prefix='head.'``); enables ``loss_kd``.
+        kd_weight (float): weight of ``loss_kd``.
         **kwargs: the arguments of ``ImageClassifier`` (neck, head,
             train_cfg, data_preprocessor, init_cfg).
     """
@@ -49,6 +57,8 @@ class GLADDistillClassifier(ImageClassifier):
                  teacher_checkpoint=None,
                  distill_weight=1.0,
                  glad_init='pool',
+                 teacher_head=None,
+                 kd_weight=1.0,
                  **kwargs):
         super().__init__(backbone=backbone, **kwargs)
         if not isinstance(self.backbone, DGSSAVisionTransformer):
@@ -57,9 +67,13 @@ class GLADDistillClassifier(ImageClassifier):
                              f'{type(self.backbone).__name__}')
         self.distill_weight = distill_weight
         self.teacher_checkpoint = teacher_checkpoint
+        self.kd_weight = kd_weight
         self.teacher = None
         self.teacher_glads = None
+        self.teacher_head = None
         if teacher is None:
+            if teacher_head is not None:
+                raise ValueError('teacher_head needs a teacher')
             return
         self.teacher = MODELS.build(teacher) if isinstance(teacher,
                                                            dict) else teacher
@@ -83,18 +97,25 @@ class GLADDistillClassifier(ImageClassifier):
         self.teacher_glads = nn.ModuleList(
             GLAD(student.tokens[0] - e, m - e, student.embed_dims, glad_init)
             for m in student.glad_tokens)
+        if teacher_head is not None:
+            self.teacher_head = MODELS.build(teacher_head) if isinstance(
+                teacher_head, dict) else teacher_head
         self._freeze_teacher()
 
+    def _frozen(self):
+        return [m for m in (self.teacher, self.teacher_head) if m is not None]
+
     def _freeze_teacher(self):
-        for p in self.teacher.parameters():
-            p.requires_grad_(False)
-        self.teacher.eval()
+        for module in self._frozen():
+            for p in module.parameters():
+                p.requires_grad_(False)
+            module.eval()
 
     def train(self, mode=True):
         """Train mode everywhere but in the frozen teacher."""
         super().train(mode)
-        if self.teacher is not None:
-            self.teacher.eval()
+        for module in self._frozen():
+            module.eval()
         return self
 
     def init_weights(self):
@@ -110,38 +131,51 @@ class GLADDistillClassifier(ImageClassifier):
             self._freeze_teacher()
 
     @torch.no_grad()
-    def teacher_tokens(self, inputs):
-        """The teacher's tokens at the input of each GLAD layer.
+    def teacher_forward(self, inputs):
+        """The teacher's tokens at the input of each GLAD layer, and its
+        logits when it has a head.
 
         Args:
             inputs (Tensor): images ``(B, 3, H, W)``.
 
         Returns:
-            list[Tensor]: per GLAD layer ``l``, the teacher's output of
-            layer ``l - 1`` (the embedded tokens for ``l = 0``),
-            ``(B, N, d)``.
+            tuple[list[Tensor], Tensor | None]: per GLAD layer ``l``, the
+            teacher's output of layer ``l - 1`` (the embedded tokens for
+            ``l = 0``) ``(B, N, d)``; the logits ``(B, classes)`` or None.
         """
         t = self.teacher
         B = inputs.shape[0]
-        x, _ = t.patch_embed(inputs)
+        x, hw = t.patch_embed(inputs)
         if t.cls_token is not None:
             x = torch.cat((t.cls_token.expand(B, -1, -1), x), dim=1)
         x = t.pre_norm(t.drop_after_pos(x + t.pos_embed))
         layers = self.backbone.glad_layers
+        last = len(t.layers) if self.teacher_head is not None else \
+            max(layers, default=0)
         out = {}
         for i, layer in enumerate(t.layers):
             if i in layers:
                 out[i] = x
-            if i >= layers[-1]:
+            if i >= last:
                 break
             x = layer(x)
-        return [out[i] for i in layers]
+        logits = None
+        if self.teacher_head is not None:
+            if t.final_norm:
+                x = t.ln1(x)
+            logits = self.teacher_head((t._format_output(x, hw), ))
+        return [out[i] for i in layers], logits
 
-    def glad_loss(self, inputs, glad_outputs):
+    def teacher_tokens(self, inputs):
+        """The teacher's tokens at the input of each GLAD layer (see
+        :meth:`teacher_forward`)."""
+        return self.teacher_forward(inputs)[0]
+
+    def glad_loss(self, tokens, glad_outputs):
         """``sum_l MSE(Y_l, GLAD_t,l(X_t,l))`` over the GLAD layers.
 
         Args:
-            inputs (Tensor): images.
+            tokens (list[Tensor]): the teacher's ``X_t,l`` ``(B, N, d)``.
             glad_outputs (list[Tensor]): the student's ``Y_l``
                 ``(B, m_l - 1, d)``.
 
@@ -149,7 +183,6 @@ class GLADDistillClassifier(ImageClassifier):
             Tensor: the loss (scalar).
         """
         e = self.backbone.num_extra_tokens
-        tokens = self.teacher_tokens(inputs)
         return sum(
             F.mse_loss(y, glad(x[:, e:]))
             for y, glad, x in zip(glad_outputs, self.teacher_glads, tokens))
@@ -167,8 +200,15 @@ class GLADDistillClassifier(ImageClassifier):
         feats, glad_outputs = self.backbone.forward_with_glad(inputs)
         if self.with_neck:
             feats = self.neck(feats)
-        losses = self.head.loss(feats, data_samples)
-        if self.teacher is not None and glad_outputs:
+        if self.teacher is None:
+            return self.head.loss(feats, data_samples)
+        scores = self.head(feats)
+        losses = self.head._get_loss(scores, data_samples)
+        tokens, logits = self.teacher_forward(inputs)
+        if glad_outputs:
             losses['loss_glad'] = self.distill_weight * self.glad_loss(
-                inputs, glad_outputs)
+                tokens, glad_outputs)
+        if logits is not None:
+            soft = -(logits.softmax(-1) * scores.log_softmax(-1)).sum(-1)
+            losses['loss_kd'] = self.kd_weight * soft.mean()
         return losses
