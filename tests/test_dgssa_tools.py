@@ -20,9 +20,11 @@ DEIT = '''
 _base_ = '{repo}/configs/integrated_deit_s_in1k.py'
 arch = dict(_delete_=True, embed_dims=64, num_layers=8, num_heads=4,
             feedforward_channels=128)
+# 112x112 images (tiny.scale=0.5): 50 tokens
 model = dict(
-    backbone=dict(arch=arch, init_cfg=dict(checkpoint='{init}')),
-    teacher=dict(arch=arch, init_cfg=dict(checkpoint='{host}')),
+    backbone=dict(arch=arch, img_size=112, glad_tokens=(37, 21, 9),
+                  init_cfg=dict(checkpoint='{init}')),
+    teacher=dict(arch=arch, img_size=112, init_cfg=dict(checkpoint='{host}')),
     teacher_head=dict(in_channels=64, init_cfg=None),
     head=dict(in_channels=64))
 '''
@@ -45,7 +47,7 @@ def run(*args):
 
 def test_dgssa_init_glad_search_and_training(tmp_path, tiny_data_dir):
     torch.manual_seed(0)
-    host = VisionTransformer(arch=ARCH, img_size=224, patch_size=16)
+    host = VisionTransformer(arch=ARCH, img_size=112, patch_size=16)
     host.init_weights()
     host_path = str(tmp_path / 'host.pth')
     torch.save(dict(state_dict={f'backbone.{k}': v
@@ -54,7 +56,9 @@ def test_dgssa_init_glad_search_and_training(tmp_path, tiny_data_dir):
     init_path = str(tmp_path / 'dgssa_init.pth')
     config = tmp_path / 'integrated_tiny.py'
     config.write_text(DEIT.format(repo=REPO, init=init_path, host=host_path))
-    tiny = ['--tiny', '--cfg-options', f'tiny.data_root={tiny_data_dir}']
+    tiny = ['--tiny', '--cfg-options', f'tiny.data_root={tiny_data_dir}',
+            'tiny.scale=0.5', 'train_dataloader.dataset.indices=4',
+            'val_dataloader.dataset.indices=2']
 
     out = run('tools/dgssa_init.py', str(config), '--checkpoint', host_path,
               '--out', init_path, '--num-images', '3', '--batch-size', '2',
@@ -67,12 +71,12 @@ def test_dgssa_init_glad_search_and_training(tmp_path, tiny_data_dir):
     state = torch.load(init_path)['state_dict']
     for i in range(8):
         logits = state[f'backbone.layers.{i}.attn.static_logits']
-        assert logits.shape == (4, 197, 197)
-        torch.testing.assert_close(logits.exp().sum(-1),
-                                   torch.ones(4, 197))
+        assert logits.shape == (4, 50, 50)
+        torch.testing.assert_close(logits.exp().sum(-1), torch.ones(4, 50))
     # the DGSSA backbone takes its static logits (and V, Proj) from it
     ours = DGSSAVisionTransformer(
-        arch=ARCH, init_cfg=dict(type='Pretrained', checkpoint=init_path))
+        arch=ARCH, img_size=112, glad_tokens=(37, 21, 9),
+        init_cfg=dict(type='Pretrained', checkpoint=init_path))
     ours.init_weights()
     assert not ours.load_report['missing'] and \
         not ours.load_report['unused']
@@ -82,7 +86,7 @@ def test_dgssa_init_glad_search_and_training(tmp_path, tiny_data_dir):
 
     out = run('tools/glad_search.py', str(config), '--checkpoint', host_path,
               '--num-images', '2', '--batch-size', '2', '--eta', '0.5',
-              '--step', '4', *tiny)
+              '--step', '2', *tiny)
     ratio = float(re.search(r'AM-optimal architecture \(AM [\d.]+, FLOPs '
                             r'ratio ([\d.]+)\)', out).group(1))
     assert ratio <= 0.5
