@@ -132,3 +132,21 @@ def test_dgssa_init_on_swin(tmp_path, tiny_data_dir):
                                state[f'backbone.{key}'])
     # the mean attention of a window contains the relative position bias
     assert ours.state_dict()[key].shape == (1, 49, 49)
+
+
+def test_shifted_block_statistics_use_whole_windows():
+    from mmvitaccel.models.layers import StaticShiftWindowMSA
+    from mmvitaccel.utils.attention_stats import interior_windows
+    block = StaticShiftWindowMSA(8, 2, 7, shift_size=3)
+    allowed = block.attention_mask(torch.ones(14, 21, dtype=torch.bool))
+    mask = torch.zeros(allowed.shape).masked_fill(~allowed, -100.)
+    attn = torch.rand(2 * 6, 2, 49, 49)  # 2 images x 6 windows
+    # windows (0, 0) and (0, 1) of the 2x3 grid are whole
+    torch.testing.assert_close(
+        interior_windows(attn, mask),
+        attn.view(2, 6, 2, 49, 49)[:, :2].flatten(0, 1))
+    assert interior_windows(attn, None) is attn
+    # a single (cut) window: all of it
+    one = block.attention_mask(torch.ones(7, 7, dtype=torch.bool))
+    one = torch.zeros(one.shape).masked_fill(~one, -100.)
+    assert interior_windows(attn[:2], one).shape == (2, 2, 49, 49)

@@ -6,7 +6,8 @@ The host is the dynamic model that a DGSSA config compresses: the config's
 layer and no GLAD, which is exactly upstream's DeiT/Swin (tested), loaded
 from any checkpoint layout the backbone reads. Forward hooks record each
 attention layer's probabilities (per head; for Swin per window, relative
-position bias and shift mask included) into
+position bias and shift mask included; in shifted blocks only the windows
+the mask leaves whole, see :func:`interior_windows`) into
 :class:`mmvitaccel.ops.AttentionStats`.
 """
 import copy
@@ -89,7 +90,8 @@ def add_attention_hooks(backbone, singular_values=False):
                 def hook(m, args, kwargs, out, st=st):
                     mask = kwargs.get('mask', args[1] if len(args) > 1 else
                                       None)
-                    st.update(window_attention(m, args[0], mask))
+                    st.update(interior_windows(
+                        window_attention(m, args[0], mask), mask))
 
                 handles.append(
                     block.attn.w_msa.register_forward_hook(
@@ -97,6 +99,34 @@ def add_attention_hooks(backbone, singular_values=False):
     else:
         raise ValueError(f'not a DGSSA host: {type(backbone).__name__}')
     return stats, handles
+
+
+def interior_windows(attn, mask):
+    """The attention of the windows that the shift mask leaves whole.
+
+    In a shifted block the windows on the bottom and right edges mix
+    regions of the rolled map, and their attention is cut by the mask. The
+    static matrix gets the mask again at run time (``softmax(S + mask)``
+    renormalises what it allows), so its init is the mean over the whole
+    windows only, and the difference metric then measures how attention
+    varies across images, not across mask patterns. If no window is whole
+    (a map of a single window), all windows are used.
+
+    Args:
+        attn (Tensor): ``(B * nW, h, N, N)``.
+        mask (Tensor | None): upstream's additive ``(nW, N, N)``.
+
+    Returns:
+        Tensor: ``(S, h, N, N)``.
+    """
+    if mask is None:
+        return attn
+    whole = (mask == 0).flatten(1).all(1)  # (nW, )
+    if not bool(whole.any()):
+        return attn
+    nW = mask.shape[0]
+    attn = attn.view(-1, nW, *attn.shape[1:])[:, whole]
+    return attn.flatten(0, 1)
 
 
 def build_loader(cfg, split, batch_size):
