@@ -9,7 +9,9 @@ CONFIG is a DGSSA config (``DGSSAVisionTransformer`` or
 layout the backbone reads). The tool runs the dynamic host over
 ``--num-images`` images of the config's ``--split`` dataloader (its own
 pipeline), averages each layer's attention per head (for Swin per head over
-windows and images, each block on its own, so shifted blocks separately),
+windows and images, each block on its own, so shifted blocks separately; in
+shifted blocks over the windows the shift mask leaves whole, since the mask
+is applied again at run time),
 and writes OUT.pth: the host weights plus ``static_logits = log(mean
 attention)`` for every attention layer, which the config's backbone loads
 with ``static_init='dg'`` (``init_cfg=dict(type='Pretrained',
