@@ -30,6 +30,14 @@ EXPECTED_METRIC = {
     'configs/hvit_swin_t_in1k.py': 'accuracy/top1',
     'configs/hvit_deit_s_cifar100_384.py': 'accuracy/top1',
     'configs/hvit_deit_s_dogs_448.py': 'accuracy/top1',
+    'configs/integrated_deit_t_in1k.py': 'accuracy/top1',
+    'configs/integrated_deit_s_in1k.py': 'accuracy/top1',
+    'configs/integrated_deit_b_in1k.py': 'accuracy/top1',
+    'configs/dgssa_swin_t_in1k.py': 'accuracy/top1',
+    'configs/dgssa_swin_s_in1k.py': 'accuracy/top1',
+    'configs/dgssa_swin_b_in1k.py': 'accuracy/top1',
+    'configs/dgssa_swin_s_coco.py': 'coco/segm_mAP',
+    'configs/dgssa_swin_s_upernet_ade20k.py': 'mIoU',
 }
 
 
@@ -43,6 +51,8 @@ PREDICT_ALL = {
     'configs/stvit_r_swin_b_coco.py':
     dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
     'configs/_base_/swin_b_cascade_mask_rcnn_3x_coco.py':
+    dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
+    'configs/dgssa_swin_s_coco.py':
     dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
 }
 

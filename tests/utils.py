@@ -150,6 +150,52 @@ TINY_MODELS.update({
 })
 
 
+# DGSSA/GLAD: 8 layers so that DGSSA 1-2 and GLAD 3/5/7 fit; 4 heads; no
+# dynamic-guided checkpoint (the test makes its own), random teacher
+TINY_INTEGRATED_DEIT = {
+    'model.backbone.arch': dict(_delete_=True, embed_dims=64, num_layers=8,
+                                num_heads=4, feedforward_channels=128),
+    'model.backbone.init_cfg': None,
+    'model.backbone.static_init': 'uniform',
+    'model.teacher.arch': dict(_delete_=True, embed_dims=64, num_layers=8,
+                               num_heads=4, feedforward_channels=128),
+    'model.teacher_head.in_channels': 64,
+    'model.head.in_channels': 64,
+}
+# Swin with DGSSA in the first 3 blocks: a plain and a shifted block of
+# stage 1 and the first of stage 2
+TINY_DGSSA_SWIN = {
+    **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
+    'model.backbone.arch': None,
+    'model.backbone.depths': [2, 2, 2, 1],
+    'model.backbone.static_blocks': 3,
+    'model.backbone.init_cfg': None,
+    'model.backbone.static_init': 'local',
+}
+TINY_MODELS.update({
+    'configs/integrated_deit_t_in1k.py': TINY_INTEGRATED_DEIT,
+    'configs/integrated_deit_s_in1k.py': TINY_INTEGRATED_DEIT,
+    'configs/integrated_deit_b_in1k.py': TINY_INTEGRATED_DEIT,
+    'configs/dgssa_swin_t_in1k.py': {**TINY_DGSSA_SWIN,
+                                     'model.head.in_channels': 256},
+    'configs/dgssa_swin_s_in1k.py': {**TINY_DGSSA_SWIN,
+                                     'model.head.in_channels': 256},
+    'configs/dgssa_swin_b_in1k.py': {**TINY_DGSSA_SWIN,
+                                     'model.head.in_channels': 256},
+    'configs/dgssa_swin_s_coco.py': {
+        **TINY_DGSSA_SWIN,
+        'model.neck.in_channels': [32, 64, 128, 256],
+    },
+    'configs/dgssa_swin_s_upernet_ade20k.py': {
+        **TINY_DGSSA_SWIN,
+        'model.decode_head.in_channels': [32, 64, 128, 256],
+        'model.decode_head.channels': 64,
+        'model.auxiliary_head.in_channels': 128,
+        'model.auxiliary_head.channels': 32,
+    },
+})
+
+
 def tiny_config(config, work_dir, data_root, **tiny_options):
     """Load ``config`` with a tiny model, on tiny data, at CPU scale."""
     cfg = Config.fromfile(osp.join(REPO, config))

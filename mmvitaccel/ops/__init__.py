@@ -24,3 +24,18 @@ __all__ += [
     'hallucinated_attention', 'hmhsa_flops', 'hmhsa_params', 'mhsa_flops',
     'mhsa_params', 'split_qkv_weights'
 ]
+from .dgssa import (INIT_MODES, LOG_EPS, MASK_VALUE, AttentionStats,
+                    attention_to_logits,
+                    check_init_mode, init_static_logits, local_logits,
+                    static_attention)
+from .glad import (GLAD, accuracy_metric, architecture_flops, glad_flops,
+                   glad_search, layer_flops, retained_energy, token_counts)
+
+__all__ += [
+    'INIT_MODES', 'LOG_EPS', 'MASK_VALUE', 'AttentionStats',
+    'attention_to_logits',
+    'check_init_mode', 'init_static_logits', 'local_logits',
+    'static_attention', 'GLAD', 'accuracy_metric', 'architecture_flops',
+    'glad_flops', 'glad_search', 'layer_flops', 'retained_energy',
+    'token_counts'
+]

@@ -19,3 +19,13 @@ __all__ += [
     'HallucinatedWindowMSA', 'HViTEncoderLayer', 'is_hallucinated',
     'resolve_hmhsa_stages', 'square_grid'
 ]
+from .static_attention import (StaticMultiheadAttention,
+                               StaticShiftWindowMSA, StaticWindowMSA,
+                               relative_position_bias, shift_regions,
+                               vit_attention, window_attention)
+
+__all__ += [
+    'StaticMultiheadAttention', 'StaticShiftWindowMSA', 'StaticWindowMSA',
+    'relative_position_bias', 'shift_regions', 'vit_attention',
+    'window_attention'
+]

@@ -1,0 +1,266 @@
+"""Integrated-DeiT: DGSSA in the early layers, GLAD token pyramid after.
+
+Paper: *Accelerating Vision Transformers Based on Heterogeneous Attention
+Patterns* (no public code; reconstruction in ``NOTES.md``). The paper's
+Integrated-DeiT-S: DGSSA (static attention) in layers 1-2 (0-based; layer 0
+stays dynamic), GLAD at layers 3, 5 and 7 taking 197 -> 127 -> 77 -> 35
+tokens, FLOPs ratio about 0.5.
+
+Class token (our choice, documented): token counts include it, and the
+GLADs aggregate the *patch* tokens only (196 -> 126 -> 76 -> 34) while the
+class token passes unchanged, so that the classifier still reads it
+(``out_type='cls_token'``, as DeiT).
+"""
+import math
+import warnings
+
+import torch
+import torch.nn as nn
+from mmpretrain.models.backbones import VisionTransformer
+
+from ...ops import GLAD, check_init_mode, init_static_logits, token_counts
+from ...registry import MODELS
+from ..layers import StaticMultiheadAttention
+from ..utils import deit_state_dict, load_with_report
+from .stvit_deit import DEIT_ARCHS
+
+
+def check_layers(static_layers, glad_layers, glad_tokens, num_layers,
+                 num_tokens, extra_tokens):
+    """Raise a clear ``ValueError`` unless the DGSSA/GLAD layout is valid."""
+    for name, layers in (('static_layers', static_layers),
+                         ('glad_layers', glad_layers)):
+        if any(not 0 <= i < num_layers for i in layers) or \
+                len(set(layers)) != len(layers):
+            raise ValueError(f'{name} must be distinct layer indices in '
+                             f'0..{num_layers - 1}, got {tuple(layers)}')
+    if list(glad_layers) != sorted(glad_layers):
+        raise ValueError(f'glad_layers must increase, got {glad_layers}')
+    if len(glad_layers) != len(glad_tokens):
+        raise ValueError(f'{len(glad_layers)} glad_layers but '
+                         f'{len(glad_tokens)} glad_tokens')
+    prev = num_tokens
+    for m in glad_tokens:
+        if not extra_tokens < m < prev:
+            raise ValueError(
+                f'glad_tokens must decrease from the {num_tokens} input '
+                f'tokens ({extra_tokens} class token(s) included, and at '
+                f'least one patch token kept), got {tuple(glad_tokens)}')
+        prev = m
+
+
+@MODELS.register_module()
+class DGSSAVisionTransformer(VisionTransformer):
+    """DeiT/ViT with DGSSA layers and a GLAD token pyramid.
+
+    With ``x`` the embedded tokens ``(B, n_0, d)``, ``n_0 = 1 + HW``:
+
+    * before layer ``l`` in ``glad_layers``:
+      ``x = [cls; GELU(LN(W_l x_patch)) + E_l]`` (GLAD, ``W_l`` of
+      ``(m_l - 1) x (n - 1)``), so layer ``l`` on runs on ``m_l`` tokens;
+    * layer ``l`` in ``static_layers``: ``ln1``, then DGSSA
+      ``Proj(softmax(S_l) . V)`` with static per-head logits ``S_l``
+      ``(h, n_l, n_l)`` instead of ``softmax(Q K^T / sqrt(d_h))``, then the
+      upstream FFN;
+    * every other layer is upstream's ``TransformerEncoderLayer``.
+
+    Parameter names stay mmpretrain's (a static layer's ``attn.qkv`` becomes
+    ``attn.v``, its V rows), so an mmpretrain or official DeiT checkpoint
+    loads; Q and K of the static layers are dropped with a report.
+
+    Args:
+        arch (str | dict): ``'deit-tiny'``/``'deit-small'``/``'deit-base'``
+            (or ``'tiny'``/``'small'``/``'base'``), another
+            ``VisionTransformer`` arch, or a dict.
+        static_layers (Sequence[int]): 0-based DGSSA layers; ``(1, 2)`` is
+            the paper's ``P = 2``.
+        static_init (str): ``'dg'`` (static logits from a checkpoint written
+            by ``tools/dgssa_init.py``; uniform when training from
+            scratch), ``'random'``, ``'uniform'`` or ``'local'``.
+        glad_layers (Sequence[int]): 0-based layers that start with a GLAD.
+        glad_tokens (Sequence[int]): token count after each GLAD, class
+            token included, decreasing.
+        glad_init (str): ``W`` init of the GLADs: ``'pool'`` or
+            ``'random'``.
+        **kwargs: the other arguments of mmpretrain's ``VisionTransformer``
+            (``img_size`` fixes the token counts; other input sizes are
+            refused).
+    """
+
+    def __init__(self,
+                 arch='deit-small',
+                 static_layers=(1, 2),
+                 static_init='dg',
+                 glad_layers=(3, 5, 7),
+                 glad_tokens=(127, 77, 35),
+                 glad_init='pool',
+                 **kwargs):
+        if isinstance(arch, str):
+            arch = DEIT_ARCHS.get(arch.lower(), arch.lower())
+        check_init_mode(static_init)
+        if kwargs.get('out_type') == 'featmap' and glad_layers:
+            raise ValueError("out_type='featmap' needs the patch grid, which "
+                             'GLAD replaces; use cls_token, avg_featmap or '
+                             'raw')
+        super().__init__(arch=arch, **kwargs)
+        extra = self.num_extra_tokens
+        n0 = extra + math.prod(self.patch_resolution)
+        static_layers, glad_layers = list(static_layers), list(glad_layers)
+        glad_tokens = list(glad_tokens)
+        check_layers(static_layers, glad_layers, glad_tokens,
+                     self.num_layers, n0, extra)
+        self.static_layers = static_layers
+        self.static_init = static_init
+        self.glad_layers = glad_layers
+        self.glad_tokens = glad_tokens
+        self.tokens = token_counts(n0, self.num_layers, glad_layers,
+                                   glad_tokens)
+        for i in static_layers:
+            layer = self.layers[i]
+            layer.attn = StaticMultiheadAttention.from_dynamic(
+                layer.attn, self.tokens[i])
+        before = [n0] + glad_tokens[:-1]
+        self.glads = nn.ModuleList(
+            GLAD(n - extra, m - extra, self.embed_dims, glad_init)
+            for n, m in zip(before, glad_tokens))
+        self._glad_index = {l: k for k, l in enumerate(glad_layers)}
+        # silently uniform for 'dg' until init_weights loads the logits
+        self.reset_static_logits(
+            'uniform' if static_init == 'dg' else None)
+
+    def reset_static_logits(self, mode=None):
+        """Static logits by ``mode`` (``static_init`` by default); ``'dg'``
+        without data falls back to uniform, with a warning."""
+        mode = mode or self.static_init
+        if mode == 'dg':
+            warnings.warn("static_init='dg' takes the static logits from a "
+                          'checkpoint written by tools/dgssa_init.py; none '
+                          'given, so they start uniform')
+            mode = 'uniform'
+        side = self.patch_resolution
+        for i in self.static_layers:
+            attn = self.layers[i].attn
+            grid = side if attn.num_tokens == self.tokens[0] else None
+            if mode == 'local' and grid is None:
+                raise ValueError(f"'local' init needs the patch grid; layer "
+                                 f'{i} runs on GLAD tokens')
+            with torch.no_grad():
+                attn.static_logits.copy_(
+                    init_static_logits(mode, attn.num_heads, attn.num_tokens,
+                                       grid, self.num_extra_tokens))
+
+    #: reads a host (DeiT/ViT) checkpoint in any supported layout
+    host_state_dict = staticmethod(deit_state_dict)
+
+    def convert_host_state_dict(self, state_dict):
+        """Turn a DeiT state dict into this model's names: a static layer's
+        ``attn.qkv`` gives ``attn.v`` (its V rows), Q and K are dropped.
+        Static logits already in the checkpoint (``tools/dgssa_init.py``)
+        are kept; otherwise ``static_init`` provides them (``'dg'`` needs
+        them: a clear error).
+
+        Returns:
+            tuple[OrderedDict, list[str], list[str]]: the state dict, the
+            notes of what was dropped, and the names initialised here.
+        """
+        state_dict = dict(state_dict)
+        notes, fresh = [], []
+        d = self.embed_dims
+        own = {f'layers.{i}.attn.static_logits' for i in self.static_layers}
+        for key in [k for k in state_dict if k.endswith('.static_logits')]:
+            if key not in own:  # tools/dgssa_init.py writes every layer's
+                del state_dict[key]
+        for i in self.static_layers:
+            p = f'layers.{i}.attn.'
+            for kind in ('weight', 'bias'):
+                qkv = state_dict.pop(p + f'qkv.{kind}', None)
+                if qkv is not None:
+                    state_dict[p + f'v.{kind}'] = qkv[2 * d:]
+                    notes.append(f'{p}qkv.{kind}: Q and K rows dropped '
+                                 f'(DGSSA layer), V rows -> {p}v.{kind}')
+            key = p + 'static_logits'
+            own = tuple(self.layers[i].attn.static_logits.shape)
+            if key in state_dict and tuple(state_dict[key].shape) == own:
+                continue
+            if self.static_init == 'dg':
+                raise ValueError(
+                    f"static_init='dg' needs the static logits {key} of "
+                    f'shape {own} in the checkpoint: write them with '
+                    f'tools/dgssa_init.py, or choose another static_init')
+            state_dict.pop(key, None)
+            fresh.append(key)
+        return state_dict, notes, fresh
+
+    def init_weights(self):
+        """From scratch as ``VisionTransformer`` (static logits by
+        ``static_init``), or from a DeiT checkpoint in
+        ``init_cfg=dict(type='Pretrained', checkpoint=...)``, mmpretrain or
+        official layout, optionally with static logits from
+        ``tools/dgssa_init.py``. The report (``self.load_report``) lists
+        the dropped Q/K under ``dropped`` and what is new (GLADs, static
+        logits not in the checkpoint)."""
+        if self.init_cfg is not None and \
+                self.init_cfg.get('type') == 'Pretrained':
+            state_dict = self.host_state_dict(self.init_cfg['checkpoint'])
+            self._prepare_pos_embed(state_dict, prefix='')
+            state_dict, notes, fresh = self.convert_host_state_dict(
+                state_dict)
+            for glad in self.glads:
+                glad.reset_parameters()
+            if fresh:
+                self.reset_static_logits()
+            self.load_report = load_with_report(
+                self, state_dict, ('glads.', ) + tuple(fresh))
+            self.load_report['dropped'] = notes
+            if notes:
+                from mmengine.logging import MMLogger
+                MMLogger.get_current_instance().warning(
+                    'DGSSA: ' + '; '.join(notes))
+        else:
+            super().init_weights()
+            for glad in self.glads:
+                glad.reset_parameters()
+            self.reset_static_logits()
+
+    def forward_with_glad(self, x):
+        """Forward that also returns the GLAD outputs (token distillation).
+
+        Args:
+            x (Tensor): images ``(B, 3, H, W)`` at ``img_size``.
+
+        Returns:
+            tuple[tuple[Tensor], list[Tensor]]: the backbone outputs (one per
+            ``out_indices``) and each GLAD's ``Y`` ``(B, m_l - 1, d)``.
+        """
+        B = x.shape[0]
+        x, patch_resolution = self.patch_embed(x)
+        if tuple(patch_resolution) != tuple(self.patch_resolution):
+            raise ValueError(
+                f'DGSSA/GLAD are built for the {self.patch_resolution} patch '
+                f'grid of img_size {self.img_size}, got {patch_resolution}')
+        if self.cls_token is not None:
+            x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
+        x = self.drop_after_pos(x + self.pos_embed)
+        x = self.pre_norm(x)
+        e = self.num_extra_tokens
+        outs, glad_outs = [], []
+        for i, layer in enumerate(self.layers):
+            if i in self._glad_index:
+                y = self.glads[self._glad_index[i]](x[:, e:])
+                glad_outs.append(y)
+                x = torch.cat((x[:, :e], y), dim=1)
+            x = layer(x)
+            if i == len(self.layers) - 1 and self.final_norm:
+                x = self.ln1(x)
+            if i in self.out_indices:
+                outs.append(self._format_output(x, patch_resolution))
+        return tuple(outs), glad_outs
+
+    def forward(self, x):
+        """Args:
+            x (Tensor): images ``(B, 3, H, W)`` at ``img_size``.
+
+        Returns:
+            tuple[Tensor]: one output per ``out_indices`` by ``out_type``.
+        """
+        return self.forward_with_glad(x)[0]

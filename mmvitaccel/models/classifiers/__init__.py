@@ -1,0 +1,3 @@
+from .glad_distill_classifier import GLADDistillClassifier
+
+__all__ = ['GLADDistillClassifier']

@@ -1,0 +1,214 @@
+"""Token distillation for GLAD (Integrated-DeiT training).
+
+Paper: *Accelerating Vision Transformers Based on Heterogeneous Attention
+Patterns*. The tokens ``X_t`` ``(N, d)`` that a frozen pretrained ViT has
+at the input of each GLAD layer ``l`` are aggregated to the student's
+count by a second GLAD, ``Y_t = GLAD_t(X_t)``, and the student's GLAD
+output ``Y`` is pulled towards it:
+
+    L_glad = sum_l MSE(Y_l, Y_t,l)
+
+added to the task loss (``loss_glad``, scaled by ``distill_weight``). As in
+the student, the class token is left out of the aggregation: both GLADs map
+patch tokens only.
+
+With a ``teacher_head``, the paper's "self-supervised distill training" is
+added too: the cross-entropy between the teacher's predicted distribution
+and the student's, ``loss_kd = -kd_weight * mean_b sum_c p_t log p_s``.
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from mmpretrain.models.classifiers import ImageClassifier
+
+from ...ops import GLAD
+from ...registry import MODELS
+from ..backbones.dgssa_vit import DGSSAVisionTransformer
+from ..utils import deit_state_dict, load_with_report
+
+
+@MODELS.register_module()
+class GLADDistillClassifier(ImageClassifier):
+    """mmpretrain's ``ImageClassifier`` with GLAD token distillation.
+
+    Args:
+        backbone (dict): a :class:`DGSSAVisionTransformer` config.
+        teacher (dict, optional): the pretrained ViT, an mmpretrain
+            ``VisionTransformer`` config of the same width and patch grid
+            (the uncompressed model). Frozen, always in eval mode. None: no
+            distillation (plain classifier).
+        teacher_checkpoint (str, optional): its weights (mmpretrain or
+            official DeiT layout), loaded in ``init_weights`` with a report
+            (``self.teacher_load_report``). A teacher ``init_cfg`` works
+            too.
+        distill_weight (float): weight of ``L_glad``.
+        glad_init (str): ``W`` init of the teacher-side GLADs.
+        teacher_head (dict, optional): the teacher's classification head
+            (e.g. ``VisionTransformerClsHead``, weights by its ``init_cfg``
+            with ``prefix='head.'``); enables ``loss_kd``.
+        kd_weight (float): weight of ``loss_kd``.
+        **kwargs: the arguments of ``ImageClassifier`` (neck, head,
+            train_cfg, data_preprocessor, init_cfg).
+    """
+
+    def __init__(self,
+                 backbone,
+                 teacher=None,
+                 teacher_checkpoint=None,
+                 distill_weight=1.0,
+                 glad_init='pool',
+                 teacher_head=None,
+                 kd_weight=1.0,
+                 **kwargs):
+        super().__init__(backbone=backbone, **kwargs)
+        if not isinstance(self.backbone, DGSSAVisionTransformer):
+            raise ValueError('GLADDistillClassifier needs a '
+                             'DGSSAVisionTransformer backbone, got '
+                             f'{type(self.backbone).__name__}')
+        self.distill_weight = distill_weight
+        self.teacher_checkpoint = teacher_checkpoint
+        self.kd_weight = kd_weight
+        self.teacher = None
+        self.teacher_glads = None
+        self.teacher_head = None
+        if teacher is None:
+            if teacher_head is not None:
+                raise ValueError('teacher_head needs a teacher')
+            return
+        self.teacher = MODELS.build(teacher) if isinstance(teacher,
+                                                           dict) else teacher
+        student = self.backbone
+        if self.teacher.embed_dims != student.embed_dims or tuple(
+                self.teacher.patch_resolution) != tuple(
+                    student.patch_resolution):
+            raise ValueError(
+                f'the teacher ({self.teacher.embed_dims} channels, patch '
+                f'grid {self.teacher.patch_resolution}) must match the '
+                f'student ({student.embed_dims}, '
+                f'{student.patch_resolution})')
+        if self.teacher.num_extra_tokens != student.num_extra_tokens:
+            raise ValueError('teacher and student must have the same class '
+                             'tokens')
+        if student.glad_layers and \
+                max(student.glad_layers) > self.teacher.num_layers:
+            raise ValueError('the teacher has fewer layers than the last '
+                             'GLAD layer of the student')
+        e = student.num_extra_tokens
+        self.teacher_glads = nn.ModuleList(
+            GLAD(student.tokens[0] - e, m - e, student.embed_dims, glad_init)
+            for m in student.glad_tokens)
+        if teacher_head is not None:
+            self.teacher_head = MODELS.build(teacher_head) if isinstance(
+                teacher_head, dict) else teacher_head
+        self._freeze_teacher()
+
+    def _frozen(self):
+        return [m for m in (self.teacher, self.teacher_head) if m is not None]
+
+    def _freeze_teacher(self):
+        for module in self._frozen():
+            for p in module.parameters():
+                p.requires_grad_(False)
+            module.eval()
+
+    def train(self, mode=True):
+        """Train mode everywhere but in the frozen teacher."""
+        super().train(mode)
+        for module in self._frozen():
+            module.eval()
+        return self
+
+    def init_weights(self):
+        """Initialise as ``ImageClassifier``, then load the teacher."""
+        super().init_weights()
+        if self.teacher_glads is not None:
+            for glad in self.teacher_glads:
+                glad.reset_parameters()
+        if self.teacher is not None and self.teacher_checkpoint:
+            self.teacher_load_report = load_with_report(
+                self.teacher, deit_state_dict(self.teacher_checkpoint))
+        if self.teacher is not None:
+            self._freeze_teacher()
+
+    @torch.no_grad()
+    def teacher_forward(self, inputs):
+        """The teacher's tokens at the input of each GLAD layer, and its
+        logits when it has a head.
+
+        Args:
+            inputs (Tensor): images ``(B, 3, H, W)``.
+
+        Returns:
+            tuple[list[Tensor], Tensor | None]: per GLAD layer ``l``, the
+            teacher's output of layer ``l - 1`` (the embedded tokens for
+            ``l = 0``) ``(B, N, d)``; the logits ``(B, classes)`` or None.
+        """
+        t = self.teacher
+        B = inputs.shape[0]
+        x, hw = t.patch_embed(inputs)
+        if t.cls_token is not None:
+            x = torch.cat((t.cls_token.expand(B, -1, -1), x), dim=1)
+        x = t.pre_norm(t.drop_after_pos(x + t.pos_embed))
+        layers = self.backbone.glad_layers
+        last = len(t.layers) if self.teacher_head is not None else \
+            max(layers, default=0)
+        out = {}
+        for i, layer in enumerate(t.layers):
+            if i in layers:
+                out[i] = x
+            if i >= last:
+                break
+            x = layer(x)
+        logits = None
+        if self.teacher_head is not None:
+            if t.final_norm:
+                x = t.ln1(x)
+            logits = self.teacher_head((t._format_output(x, hw), ))
+        return [out[i] for i in layers], logits
+
+    def teacher_tokens(self, inputs):
+        """The teacher's tokens at the input of each GLAD layer (see
+        :meth:`teacher_forward`)."""
+        return self.teacher_forward(inputs)[0]
+
+    def glad_loss(self, tokens, glad_outputs):
+        """``sum_l MSE(Y_l, GLAD_t,l(X_t,l))`` over the GLAD layers.
+
+        Args:
+            tokens (list[Tensor]): the teacher's ``X_t,l`` ``(B, N, d)``.
+            glad_outputs (list[Tensor]): the student's ``Y_l``
+                ``(B, m_l - 1, d)``.
+
+        Returns:
+            Tensor: the loss (scalar).
+        """
+        e = self.backbone.num_extra_tokens
+        return sum(
+            F.mse_loss(y, glad(x[:, e:]))
+            for y, glad, x in zip(glad_outputs, self.teacher_glads, tokens))
+
+    def loss(self, inputs, data_samples):
+        """Task loss of the head, plus ``loss_glad`` with a teacher.
+
+        Args:
+            inputs (Tensor): images ``(B, 3, H, W)``.
+            data_samples (list[DataSample]): the annotations.
+
+        Returns:
+            dict[str, Tensor]: the losses.
+        """
+        feats, glad_outputs = self.backbone.forward_with_glad(inputs)
+        if self.with_neck:
+            feats = self.neck(feats)
+        if self.teacher is None:
+            return self.head.loss(feats, data_samples)
+        scores = self.head(feats)
+        losses = self.head._get_loss(scores, data_samples)
+        tokens, logits = self.teacher_forward(inputs)
+        if glad_outputs:
+            losses['loss_glad'] = self.distill_weight * self.glad_loss(
+                tokens, glad_outputs)
+        if logits is not None:
+            soft = -(logits.softmax(-1) * scores.log_softmax(-1)).sum(-1)
+            losses['loss_kd'] = self.kd_weight * soft.mean()
+        return losses
