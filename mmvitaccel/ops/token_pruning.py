@@ -93,9 +93,11 @@ def masked_attention(q, k, v, scale, policy=None, mode='logits',
 
     ``mode='policy'`` (AS-ViT, after DynamicViT):
     ``G_ij = p_j + (1 - p_j) * [i == j]`` (each token keeps itself),
-    ``A_ij = (exp(l_ij - max_j l_ij) * G_ij + eps / T) /
-    (sum_j exp(l_ij - max_j l_ij) * G_ij + eps)``; the policy is
-    differentiable.
+    ``A_ij = (exp(l_ij - m_i) * G_ij + eps / T) /
+    (sum_j exp(l_ij - m_i) * G_ij + eps)`` with ``m_i`` the largest logit
+    of row ``i`` among its keys with ``G_ij > 0`` (DynamicViT subtracts the
+    max over all keys; when a pruned key holds it, ``eps`` swamps the
+    row); the policy is differentiable.
 
     Args:
         q (Tensor): queries ``(B, h, T, d)``.
@@ -123,8 +125,11 @@ def masked_attention(q, k, v, scale, policy=None, mode='logits',
         eye = torch.eye(T, dtype=logits.dtype, device=logits.device)
         p = policy.to(logits.dtype)[:, None, None, :]
         gate = p + (1. - p) * eye
-        logits = logits - logits.max(dim=-1, keepdim=True)[0]
-        weights = logits.exp() * gate
+        # the max over the keys each row may see (not over all keys), so
+        # that eps stays negligible beside the row's sum
+        peak = logits.masked_fill(gate <= 0, float('-inf')).amax(
+            dim=-1, keepdim=True).detach()
+        weights = (logits - peak).exp() * gate
         attn = (weights + eps / T) / (weights.sum(dim=-1, keepdim=True) + eps)
     return attn @ v, attn
 
