@@ -80,7 +80,7 @@ def check_choice(name, value, choices):
                          f'{tuple(choices)}')
 
 
-# --- attention ----------------------------------------------------------------
+# --- attention ---------------------------------------------------------------
 
 
 def masked_attention(q, k, v, scale, policy=None, mode='logits',
@@ -194,7 +194,7 @@ def cls_attention_score(attn, num_extra_tokens=1):
     return attn[:, :, 0, num_extra_tokens:].mean(dim=1)
 
 
-# --- selectors -----------------------------------------------------------------
+# --- selectors ---------------------------------------------------------------
 
 
 def value_keep_count(num_patches, density):
@@ -324,7 +324,7 @@ def batch_mean_keep_mask(scores, keep):
     return topk_keep_mask(scores, max(1, count))
 
 
-# --- dropping tokens ----------------------------------------------------------
+# --- dropping tokens ---------------------------------------------------------
 
 
 def kept_indices(keep):
