@@ -72,11 +72,13 @@ def test_masked_training_and_dropped_inference_agree_on_kept_tokens(
                  thresholds=(0.01, 0.015))
     x = _images(1)
     with torch.no_grad():
-        ours.set_pruning(test_execution='mask')
+        ours.train()  # the training forward (no dropout in this model)
         masked = ours(x)[0]
         masks = [m.clone() for m in ours.keep_masks]
-        ours.set_pruning(test_execution='drop')
+        ours.eval()
         dropped = ours(x)[0]
+        ours.set_pruning(test_execution='mask')  # masks at test time too
+        torch.testing.assert_close(ours(x)[0], masked)
     assert all(torch.equal(a, b) for a, b in zip(masks, ours.keep_masks))
     keep = masks[-1][0]
     assert 0 < int(keep.sum()) < 64, 'the setting must prune something'
