@@ -124,6 +124,11 @@ def test_batch_mean_count_and_kept_indices():
     first = ours.kept_indices[0]
     assert len(first) == 4 and all(len(i) == counts[0] for i in first)
     assert torch.equal(ours.keep_masks[0][2].nonzero().flatten(), first[2])
+    # per layer: all patches before the first location (2), then the masks
+    assert ours.layer_keep_mask(1).all() and ours.layer_keep_mask(1).shape \
+        == (4, 64)
+    assert torch.equal(ours.layer_keep_mask(3), ours.keep_masks[0])
+    assert torch.equal(ours.layer_keep_mask(5), ours.keep_masks[1])
 
 
 def test_density_changes_on_the_fly_and_counts_follow():

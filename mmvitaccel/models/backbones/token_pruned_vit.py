@@ -189,7 +189,8 @@ class TokenPrunedVisionTransformer(VisionTransformer):
 
     After a forward, :attr:`keep_masks` holds, per pruning location, the
     ``(B, N)`` bool mask of patch positions still alive after it;
-    :attr:`kept_indices` the same as index lists; :attr:`scores` the
+    :attr:`kept_indices` the same as index lists, :meth:`layer_keep_mask`
+    the mask of any layer; :attr:`scores` the
     ``(B, N)`` scores over the original grid (zero where already pruned) and
     :attr:`token_counts` ``(B, num_layers)`` the tokens each layer processes
     (float; differentiable through the soft threshold mask in training);
@@ -360,6 +361,26 @@ class TokenPrunedVisionTransformer(VisionTransformer):
         self.final_tokens = None
         self.final_alive = None
 
+    def layer_keep_mask(self, layer):
+        """The patch positions layer ``layer`` processes in the last
+        forward: ``(B, N)`` bool (all True before the first pruning, and
+        when nothing was pruned).
+
+        Args:
+            layer (int): a layer index, ``0 .. num_layers - 1``.
+        """
+        if not 0 <= layer < self.num_layers:
+            raise ValueError(f'layer must be in 0..{self.num_layers - 1}, '
+                             f'got {layer}')
+        if self.token_counts is None:
+            raise ValueError('no forward has run yet')
+        stages = [s for s, p in enumerate(self.prune_before) if p <= layer]
+        if not stages or not self.keep_masks:
+            return torch.ones(self.token_counts.shape[0], self._num_patches,
+                              dtype=torch.bool,
+                              device=self.token_counts.device)
+        return self.keep_masks[stages[-1]]
+
     @property
     def kept_indices(self):
         """Per pruning location, a list over the batch of the ``(K_b,)``
@@ -439,6 +460,7 @@ class TokenPrunedVisionTransformer(VisionTransformer):
 
         E, N = self.num_extra_tokens, x.shape[1] - self.num_extra_tokens
         self._clear_records()
+        self._num_patches = N
         prunes = self.prunes
         mask = self.execution == 'mask'
         device = x.device
