@@ -8,6 +8,7 @@ import os.path as osp
 import torch
 
 from mmvitaccel.utils.benchmark import build_model, load_config
+from mmvitaccel.utils.flops import count_flops
 
 from .test_tools import run
 from .utils import REPO
@@ -66,6 +67,12 @@ def test_density_sweep_and_visualize_tokens(tmp_path, tiny_data_dir):
     assert [r['param'] for r in rows] == ['dense'] + ['threshold_scale'] * 3
     ratios = [float(r['flops_ratio']) for r in rows]
     assert ratios[0] == 1.0
+    # the dense row is the unpruned model as the project's counter sees it
+    cfg = load_config(config, {'tiny.data_root': str(tiny_data_dir),
+                               'model.backbone.prune': False}, tiny=True)
+    dense = count_flops(build_model(cfg), torch.randn(1, 3, 224, 224),
+                        dict(mode='tensor')).total
+    assert abs(float(rows[0]['gflops']) - dense / 1e9) < 1e-6
     # higher thresholds keep fewer tokens
     assert ratios[1] >= ratios[2] >= ratios[3] and ratios[3] < 1.0
     assert all(0 <= float(r['accuracy']) <= 100 for r in rows)

@@ -168,9 +168,13 @@ def main(argv=None):
 
     thresholds = None if model.backbone.thresholds is None else \
         model.backbone.thresholds.detach().clone()
-    apply_setting(model, args.param, None, thresholds)
+    # the unpruned model's FLOPs (the tensor mode runs the backbone with its
+    # own settings, not test_cfg)
     sample = model.data_preprocessor(batches[0], False)['inputs'][:1]
+    prune = model.backbone.prune
+    model.backbone.set_pruning(prune=False)
     dense_flops = count_flops(model, sample, dict(mode='tensor')).total
+    model.backbone.set_pruning(prune=prune)
 
     rows = []
     settings = [('dense', None)] + [(args.param, v) for v in args.values]
