@@ -67,3 +67,21 @@ def test_dense_restore_is_upstream_featmap_and_pyramid_scales():
         assert torch.equal(pyramid[2], ref[2])  # the 1x level is identity
     assert [tuple(p.shape[-2:]) for p in pyramid] == [(32, 32), (16, 16),
                                                        (8, 8), (4, 4)]
+
+
+def test_restore_neck_then_mmdet_fpn():
+    """mmdet detectors take ``neck=[TokenRestoreNeck, FPN]`` (a list builds
+    an ``nn.Sequential``)."""
+    from mmdet.registry import MODELS as MMDET_MODELS
+    _, ours = _models(selector='mass', mass_threshold=0.6)
+    neck = MMDET_MODELS.build([
+        dict(type='mmvitaccel.TokenRestoreNeck', embed_dims=32,
+             norm_cfg=dict(type='BN')),
+        dict(type='FPN', in_channels=[32] * 4, out_channels=16, num_outs=5)
+    ])
+    neck.eval()
+    with torch.no_grad():
+        outs = neck(ours(torch.randn(1, 3, 64, 64)))
+    assert [tuple(o.shape) for o in outs] == [(1, 16, 32, 32), (1, 16, 16, 16),
+                                              (1, 16, 8, 8), (1, 16, 4, 4),
+                                              (1, 16, 2, 2)]
