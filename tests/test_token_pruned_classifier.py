@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.nn.functional as F
 from mmengine.logging import MMLogger
 from mmpretrain.structures import DataSample
 
@@ -145,3 +146,31 @@ def test_dense_sparse_alternate_hook():
     assert seen == [False, True, False, True]
     with pytest.raises(ValueError):
         DenseSparseAlternateHook(period=2, dense_epochs=3)
+
+
+def test_kept_token_kl_with_dropped_tokens_of_different_counts():
+    """Training may also drop tokens (value/mass selectors): the kept-token
+    KL then compares each image's kept tokens, padding left out."""
+    model = _build(backbone=_backbone(prune_before=(2, ), selector='mass',
+                                      mass_threshold=0.5,
+                                      train_execution='drop'),
+                   teacher=dict(config=TEACHER), token_distill_weight=0.5)
+    model.train()
+    x = torch.randn(3, 3, 64, 64) * torch.tensor([0.3, 1., 3.])[:, None,
+                                                               None, None]
+    losses = model.loss(x, _samples(3))
+    counts = model.backbone.keep_masks[0].sum(-1).tolist()
+    assert len(set(counts)) > 1, counts
+    bb = model.backbone
+    assert bb.final_tokens.shape[1] == 1 + max(counts)
+    # the same number by hand, image by image
+    teacher = model._teacher_outputs(x)[1]
+    kls, n = 0., 0
+    for b in range(3):
+        kept = bb.keep_masks[0][b].nonzero().flatten()
+        s = bb.final_tokens[b, 1:1 + len(kept)]
+        t = teacher[b, 1:][kept]
+        kls = kls + (F.softmax(t, -1) * (F.log_softmax(t, -1) -
+                                         F.log_softmax(s, -1))).sum()
+        n += len(kept)
+    torch.testing.assert_close(losses['loss_token_distill'], 0.5 * kls / n)

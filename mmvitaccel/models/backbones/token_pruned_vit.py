@@ -194,8 +194,9 @@ class TokenPrunedVisionTransformer(VisionTransformer):
     ``(B, N)`` scores over the original grid (zero where already pruned) and
     :attr:`token_counts` ``(B, num_layers)`` the tokens each layer processes
     (float; differentiable through the soft threshold mask in training);
-    :attr:`final_tokens` ``(B, T', C)`` the last layer's tokens and
-    :attr:`final_alive` ``(B, T' - 1)`` which of their patches are kept.
+    :attr:`final_tokens` ``(B, T', C)`` the last layer's tokens,
+    :attr:`final_index` ``(B, T' - 1)`` their patch positions and
+    :attr:`final_alive` ``(B, T' - 1)`` which of them are kept.
 
     Args:
         arch (str | dict): ``'deit-tiny'``/``'deit-small'``/``'deit-base'``
@@ -360,6 +361,7 @@ class TokenPrunedVisionTransformer(VisionTransformer):
         self.stage_policies = []
         self.final_tokens = None
         self.final_alive = None
+        self.final_index = None
 
     def layer_keep_mask(self, layer):
         """The patch positions layer ``layer`` processes in the last
@@ -530,6 +532,7 @@ class TokenPrunedVisionTransformer(VisionTransformer):
                 if self.final_norm:
                     x = self.ln1(x)
                 self.final_tokens, self.final_alive = x, alive
+                self.final_index = index
             if i in self.out_indices:
                 outs.append(
                     self._format(x, patch_resolution, index, alive, full))

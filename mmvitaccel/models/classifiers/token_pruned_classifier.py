@@ -257,18 +257,19 @@ class TokenPrunedClassifier(ImageClassifier):
     @staticmethod
     def _token_kl(backbone, teacher_tokens):
         """KL over channels between the student's final kept tokens and the
-        teacher's tokens at the same positions."""
+        teacher's tokens at the same positions, averaged over kept tokens.
+
+        Args:
+            backbone (TokenPrunedVisionTransformer): after its forward.
+            teacher_tokens (Tensor): ``(B, 1 + N, C)``.
+
+        Returns:
+            Tensor: a scalar.
+        """
         student = backbone.final_tokens[:, 1:]
-        alive = backbone.final_alive
-        if student.shape[1] != teacher_tokens.shape[1] - 1:
-            # dropped tokens: compare at the kept positions
-            index = torch.stack(
-                [m.nonzero().flatten() for m in backbone.keep_masks[-1]])
-            teacher = teacher_tokens[:, 1:].gather(
-                1, index[..., None].expand(-1, -1, teacher_tokens.shape[-1]))
-            alive = torch.ones_like(index, dtype=torch.bool)
-        else:
-            teacher = teacher_tokens[:, 1:]
+        index = backbone.final_index  # (B, K): masked, dropped or padded
+        teacher = teacher_tokens[:, 1:].gather(
+            1, index[..., None].expand(-1, -1, teacher_tokens.shape[-1]))
         kl = kl_divergence(student, teacher)
-        w = alive.to(kl.dtype)
+        w = backbone.final_alive.to(kl.dtype)
         return (kl * w).sum() / w.sum().clamp_min(1.)
