@@ -38,6 +38,11 @@ EXPECTED_METRIC = {
     'configs/dgssa_swin_b_in1k.py': 'accuracy/top1',
     'configs/dgssa_swin_s_coco.py': 'coco/segm_mAP',
     'configs/dgssa_swin_s_upernet_ade20k.py': 'mIoU',
+    'configs/sait_deit_s_m07_in1k.py': 'accuracy/top1',
+    'configs/sait_deit_s_v05_in1k.py': 'accuracy/top1',
+    'configs/asvit_deit_s_in1k.py': 'accuracy/top1',
+    'configs/asvit_deit_t_in1k.py': 'accuracy/top1',
+    'configs/pruned_deit_s_upernet_ade20k.py': 'mIoU',
 }
 
 

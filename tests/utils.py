@@ -249,3 +249,39 @@ def assert_padding_invariant(model, x, module, monkeypatch, first=0):
         noisy = model(x)
     for a, b in zip(clean[first:], noisy[first:]):
         torch.testing.assert_close(a, b)
+
+# token-pruned DeiT (SaiT, AS-ViT): 4 layers, pruning before layer 1 (SaiT)
+# or before layers 1, 2, 3 (AS-ViT)
+TINY_PRUNED_DEIT = {
+    'model.backbone.arch': dict(_delete_=True, embed_dims=64, num_layers=4, num_heads=2,
+                                feedforward_channels=128),
+    'model.head.in_channels': 64,
+}
+# a teacher of the tiny student's width (the kept-token KL compares features)
+TINY_DEIT_TEACHER = dict(
+    _delete_=True,
+    config=dict(type='ImageClassifier',
+                backbone=dict(type='VisionTransformer', img_size=224, patch_size=16,
+                              arch=dict(embed_dims=64, num_layers=2, num_heads=2,
+                                        feedforward_channels=128)),
+                head=dict(type='VisionTransformerClsHead', num_classes=1000,
+                          in_channels=64)))
+TINY_MODELS.update({
+    'configs/sait_deit_s_m07_in1k.py': {**TINY_PRUNED_DEIT, 'model.backbone.prune_before': (1, )},
+    'configs/sait_deit_s_v05_in1k.py': {**TINY_PRUNED_DEIT, 'model.backbone.prune_before': (1, )},
+    'configs/asvit_deit_s_in1k.py': {**TINY_PRUNED_DEIT, 'model.backbone.prune_before': (1, 2, 3),
+                                     'model.teacher': TINY_DEIT_TEACHER},
+    'configs/asvit_deit_t_in1k.py': {**TINY_PRUNED_DEIT, 'model.backbone.prune_before': (1, 2, 3),
+                                     'model.teacher': TINY_DEIT_TEACHER},
+})
+TINY_MODELS['configs/pruned_deit_s_upernet_ade20k.py'] = {
+    'model.backbone.arch': dict(_delete_=True, embed_dims=64, num_layers=4, num_heads=2,
+                                feedforward_channels=128),
+    'model.backbone.out_indices': (0, 1, 2, 3),
+    'model.backbone.prune_before': (1, ),
+    'model.neck.embed_dims': 64,
+    'model.decode_head.in_channels': [64, 64, 64, 64],
+    'model.decode_head.channels': 64,
+    'model.auxiliary_head.in_channels': 64,
+    'model.auxiliary_head.channels': 32,
+}

@@ -1,8 +1,6 @@
-from . import backbones, layers, utils  # noqa: F401
+from . import backbones, classifiers, layers, necks, utils  # noqa: F401
 from .backbones import *  # noqa: F401,F403
+from .classifiers import *  # noqa: F401,F403
+from .necks import *  # noqa: F401,F403
 
-__all__ = ['backbones', 'layers', 'utils']
-from . import classifiers  # noqa: F401,E402
-from .classifiers import *  # noqa: F401,F403,E402
-
-__all__ += ['classifiers']
+__all__ = ['backbones', 'classifiers', 'layers', 'necks', 'utils']

@@ -1,41 +1,46 @@
 """Pure token algorithms (plain torch; no registry, no OpenMMLab imports)."""
-from .stvit import (CENTRE_POOLINGS, POOLING_MODES, IntraInterPooling,
-                    adaptive_bins, bin_indices, check_pooling, pool_centres)
+from .cffn import (cffn_flops, cffn_params, compact_dims, CompactLinear,
+                   ffn_flops, ffn_params, RepLinear, switch_to_deploy)
+from .dgssa import (attention_to_logits, AttentionStats, check_init_mode,
+                    INIT_MODES, init_static_logits, local_logits, LOG_EPS,
+                    MASK_VALUE, static_attention)
+from .glad import (accuracy_metric, architecture_flops, GLAD, glad_flops,
+                   glad_search, layer_flops, retained_energy, token_counts)
+from .hmhsa import (AttentionHallucination, check_even_heads,
+                    CrossHeadHallucination, hallucinated_attention,
+                    hmhsa_flops, hmhsa_params, IntraHeadHallucination,
+                    mhsa_flops, mhsa_params, split_qkv_weights)
+from .stvit import (adaptive_bins, bin_indices, CENTRE_POOLINGS, check_pooling,
+                    IntraInterPooling, pool_centres, POOLING_MODES)
+from .token_pruning import (asvit_score, batch_mean_keep_mask, BATCH_MODES,
+                            check_choice, cls_attention_score, gather_tokens,
+                            kept_indices, MASK_MODES, masked_attention,
+                            MASKED_LOGIT, mass_keep_mask, pad_kept_tokens,
+                            restore_tokens, SCORERS, SELECTORS,
+                            threshold_keep_mask, tis_score, topk_keep_mask,
+                            value_keep_count, value_keep_counts,
+                            vit_layer_flops)
 from .windows import (mask_or_none, neighbourhood_mask, neighbourhood_windows,
                       pad_to_multiple, window_partition, window_reverse)
 
 __all__ = [
-    'CENTRE_POOLINGS', 'POOLING_MODES', 'IntraInterPooling', 'adaptive_bins',
-    'bin_indices', 'check_pooling', 'pool_centres', 'mask_or_none',
-    'neighbourhood_mask', 'neighbourhood_windows', 'pad_to_multiple',
-    'window_partition', 'window_reverse'
-]
-from .cffn import (CompactLinear, RepLinear, cffn_flops, cffn_params,  # noqa: E402
-                   compact_dims, ffn_flops, ffn_params, switch_to_deploy)
-from .hmhsa import (AttentionHallucination, CrossHeadHallucination,  # noqa: E402
-                    IntraHeadHallucination, check_even_heads,
-                    hallucinated_attention, hmhsa_flops, hmhsa_params,
-                    mhsa_flops, mhsa_params, split_qkv_weights)
-
-__all__ += [
-    'CompactLinear', 'RepLinear', 'cffn_flops', 'cffn_params', 'compact_dims',
-    'ffn_flops', 'ffn_params', 'switch_to_deploy', 'AttentionHallucination',
-    'CrossHeadHallucination', 'IntraHeadHallucination', 'check_even_heads',
-    'hallucinated_attention', 'hmhsa_flops', 'hmhsa_params', 'mhsa_flops',
-    'mhsa_params', 'split_qkv_weights'
-]
-from .dgssa import (INIT_MODES, LOG_EPS, MASK_VALUE, AttentionStats,
-                    attention_to_logits,
-                    check_init_mode, init_static_logits, local_logits,
-                    static_attention)
-from .glad import (GLAD, accuracy_metric, architecture_flops, glad_flops,
-                   glad_search, layer_flops, retained_energy, token_counts)
-
-__all__ += [
-    'INIT_MODES', 'LOG_EPS', 'MASK_VALUE', 'AttentionStats',
-    'attention_to_logits',
-    'check_init_mode', 'init_static_logits', 'local_logits',
-    'static_attention', 'GLAD', 'accuracy_metric', 'architecture_flops',
-    'glad_flops', 'glad_search', 'layer_flops', 'retained_energy',
-    'token_counts'
+    'cffn_flops', 'cffn_params', 'compact_dims', 'CompactLinear', 'ffn_flops',
+    'ffn_params', 'RepLinear', 'switch_to_deploy', 'attention_to_logits',
+    'AttentionStats', 'check_init_mode', 'INIT_MODES', 'init_static_logits',
+    'local_logits', 'LOG_EPS', 'MASK_VALUE', 'static_attention',
+    'accuracy_metric', 'architecture_flops', 'GLAD', 'glad_flops',
+    'glad_search', 'layer_flops', 'retained_energy', 'token_counts',
+    'AttentionHallucination', 'check_even_heads', 'CrossHeadHallucination',
+    'hallucinated_attention', 'hmhsa_flops', 'hmhsa_params',
+    'IntraHeadHallucination', 'mhsa_flops', 'mhsa_params', 'split_qkv_weights',
+    'adaptive_bins', 'bin_indices', 'CENTRE_POOLINGS', 'check_pooling',
+    'IntraInterPooling', 'pool_centres', 'POOLING_MODES', 'asvit_score',
+    'batch_mean_keep_mask', 'BATCH_MODES', 'check_choice',
+    'cls_attention_score', 'gather_tokens', 'kept_indices', 'MASK_MODES',
+    'masked_attention', 'MASKED_LOGIT', 'mass_keep_mask', 'pad_kept_tokens',
+    'restore_tokens', 'SCORERS', 'SELECTORS', 'threshold_keep_mask',
+    'tis_score', 'topk_keep_mask', 'value_keep_count', 'value_keep_counts',
+    'vit_layer_flops', 'mask_or_none', 'neighbourhood_mask',
+    'neighbourhood_windows', 'pad_to_multiple', 'window_partition',
+    'window_reverse'
 ]

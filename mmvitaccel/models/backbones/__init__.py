@@ -21,3 +21,6 @@ __all__ = [
     'STViTSwinBlockSequence', 'STViTSwinBlockSequence3D',
     'STViTSwinTransformer', 'STViTSwinTransformer3D'
 ]
+from .token_pruned_vit import TokenPrunedVisionTransformer  # noqa: E402
+
+__all__ += ['TokenPrunedVisionTransformer']

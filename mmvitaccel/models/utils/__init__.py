@@ -1,10 +1,8 @@
 from .checkpoint import (deit_converter, deit_state_dict, load_with_report,
                          swin_state_dict, video_swin_state_dict)
+from .hvit_checkpoint import (hallucinated_state_dict, pvtv2_state_dict)
 
 __all__ = [
     'deit_converter', 'deit_state_dict', 'load_with_report', 'swin_state_dict',
-    'video_swin_state_dict'
+    'video_swin_state_dict', 'hallucinated_state_dict', 'pvtv2_state_dict'
 ]
-from .hvit_checkpoint import hallucinated_state_dict, pvtv2_state_dict  # noqa: E402,E501
-
-__all__ += ['hallucinated_state_dict', 'pvtv2_state_dict']

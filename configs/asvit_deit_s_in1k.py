@@ -1,0 +1,57 @@
+# AS-DeiT-S ImageNet-1k: fine-tune a pretrained DeiT-S (mmpretrain weights)
+# for 30 epochs at lr 2e-5 with AS-ViT's adaptive token pruning: before
+# layers 4, 7 and 10 (0-based) the patch tokens are scored by head-importance
+# weighted class attention of the previous layer and kept when the score
+# exceeds a learnable threshold (init 0.001, 0.002, 0.003; a straight-through
+# sigmoid with tau = 1e-4 in training, the policy softmax keeping the
+# diagonal). Losses: label-smoothed CE, budget-aware loss (target 0.65 of
+# the dense FLOPs, lambda1 = 2), KL distillation from the dense DeiT-S on the
+# logits and the kept tokens (lambda2 = 0.5).
+# Batched inference pads and masks (exact); model.test_cfg.batch_mode='mean'
+# is the authors' batch-mean count (faster, slightly different).
+_base_ = 'mmpretrain::deit/deit-small_4xb256_in1k.py'
+
+custom_imports = dict(imports=['mmvitaccel'], allow_failed_imports=False)
+
+deit_s = ('https://download.openmmlab.com/mmclassification/v0/deit/'
+          'deit-small_pt-4xb256_in1k_20220218-9425b9bb.pth')
+
+model = dict(
+    type='mmvitaccel.TokenPrunedClassifier',
+    backbone=dict(
+        _delete_=True,
+        type='mmvitaccel.TokenPrunedVisionTransformer',
+        arch='deit-small',
+        img_size=224,
+        patch_size=16,
+        prune_before=(4, 7, 10),
+        scorer='asvit',
+        selector='threshold',
+        thresholds=(0.001, 0.002, 0.003),
+        tau=1e-4,
+        mask_mode='policy',
+        batch_mode='pad'),
+    teacher=dict(
+        config='mmpretrain::deit/deit-small_4xb256_in1k.py',
+        init_cfg=dict(type='Pretrained', checkpoint=deit_s)),
+    distill_weight=0.5,
+    token_distill_weight=0.5,
+    budget=0.65,
+    budget_weight=2.,
+    test_cfg=dict(batch_mode='pad'))
+
+# the whole classifier (head included) starts from DeiT-S; the thresholds
+# are new
+load_from = deit_s
+
+# 30 epochs at lr 2e-5 (AdamW, cosine); the thresholds get no weight decay
+# and their own learning rate (lr_mult)
+optim_wrapper = dict(
+    optimizer=dict(lr=2e-5),
+    paramwise_cfg=dict(
+        custom_keys={'.thresholds': dict(decay_mult=0.0, lr_mult=10.0)}))
+param_scheduler = [
+    dict(type='CosineAnnealingLR', eta_min=1e-6, by_epoch=True, begin=0,
+         end=30)
+]
+train_cfg = dict(max_epochs=30)

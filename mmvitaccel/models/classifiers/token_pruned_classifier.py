@@ -1,0 +1,275 @@
+"""Training a token-pruned ViT: distillation (SaiT, AS-ViT) and AS-ViT's
+budget-aware loss, on top of mmpretrain's ``ImageClassifier``."""
+import contextlib
+import copy
+
+import torch
+import torch.nn.functional as F
+from mmengine.runner.checkpoint import load_checkpoint
+from mmpretrain.models.classifiers import ImageClassifier
+
+from ...registry import MODELS
+from ...utils.launch import load_config_file
+from ..backbones.token_pruned_vit import (TokenPrunedVisionTransformer,
+                                          tokens_and_last_attention)
+
+#: settings of :meth:`TokenPrunedVisionTransformer.set_pruning` accepted in
+#: ``test_cfg``
+TEST_SETTINGS = ('density', 'mass_threshold', 'prune', 'batch_mode',
+                 'test_execution')
+
+
+def build_teacher(teacher):
+    """Build a frozen teacher classifier.
+
+    Args:
+        teacher (dict | nn.Module): a module, or
+            ``dict(config=..., checkpoint=...)``: ``config`` a config file
+            (``'mmpretrain::deit/deit-small_4xb256_in1k.py'`` or a path) or
+            a model dict; ``checkpoint`` a path or URL of its weights, also
+            accepted as ``init_cfg=dict(type='Pretrained',
+            checkpoint=...)`` (the form the tiny overlay recognises and
+            drops when it is a URL). Without weights the teacher is random
+            (tests only).
+
+    Returns:
+        nn.Module: the model in eval mode, gradients off.
+    """
+    if isinstance(teacher, torch.nn.Module):
+        model = teacher
+    else:
+        if not isinstance(teacher, dict) or 'config' not in teacher:
+            raise ValueError('teacher must be dict(config=..., checkpoint=...)'
+                             f' or a module, got {teacher!r}')
+        config = teacher['config']
+        if isinstance(config, str):
+            config = load_config_file(config).model
+        config = copy.deepcopy(dict(config))
+        config.pop('init_cfg', None)
+        if isinstance(config.get('backbone'), dict):
+            config['backbone'].pop('init_cfg', None)
+        # mixup/cutmix belong to the student's data preprocessor
+        config.pop('train_cfg', None)
+        from mmengine.registry import DefaultScope
+        with DefaultScope.overwrite_default_scope('mmpretrain'):
+            model = MODELS.build(config)
+        checkpoint = teacher.get('checkpoint') or (
+            teacher.get('init_cfg') or {}).get('checkpoint')
+        if checkpoint:
+            load_checkpoint(model, checkpoint, map_location='cpu',
+                            revise_keys=[(r'^module\.', '')])
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def kl_divergence(student_logits, teacher_logits, temperature=1.):
+    """``T^2 KL(softmax(t / T) || softmax(s / T))``, mean over rows.
+
+    Args:
+        student_logits (Tensor): ``(..., K)``.
+        teacher_logits (Tensor): ``(..., K)``.
+        temperature (float): ``T``.
+
+    Returns:
+        Tensor: ``(...)`` per-row divergences.
+    """
+    log_s = F.log_softmax(student_logits / temperature, dim=-1)
+    log_t = F.log_softmax(teacher_logits / temperature, dim=-1)
+    return (log_t.exp() * (log_t - log_s)).sum(dim=-1) * temperature**2
+
+
+@MODELS.register_module()
+class TokenPrunedClassifier(ImageClassifier):
+    """An ``ImageClassifier`` with a :class:`TokenPrunedVisionTransformer`,
+    the losses of SaiT and AS-ViT and test-time pruning settings.
+
+    Losses added to the head's:
+
+    * ``loss_distill = lambda2 * KL(p_teacher || p_student)`` on the logits
+      (``distill_weight``, AS-ViT ``lambda2 = 0.5``);
+    * ``loss_token_distill = lambda2 * mean_{kept i} KL(softmax(t_i) ||
+      softmax(s_i))`` over the channels of the final kept tokens (AS-ViT's
+      token alignment; ``token_distill_weight``);
+    * ``loss_tis = beta * KL(a_teacher || TIS)``: the SaiT student's TIS at
+      the (first) pruning location against the teacher's last-layer class
+      attention averaged over heads, renormalised over the patches
+      (``tis_distill_weight``, SaiT ``beta = 4``); the teacher and student
+      patch grids must match;
+    * ``loss_budget = lambda1 * |mean_b FLOPs(x_b) / FLOPs_dense - t|``
+      (``budget``, ``budget_weight``; AS-ViT ``lambda1 = 2``), with the
+      FLOPs of the transformer layers computed analytically from the
+      (straight-through) token counts, so that the thresholds learn. The
+      paper's ``|mean FLOPs - t FLOPs_dense|`` is divided by
+      ``FLOPs_dense`` so that the weight does not depend on the model size.
+
+    Args:
+        backbone (dict): a :class:`TokenPrunedVisionTransformer` config.
+        teacher (dict, optional): ``dict(config=..., checkpoint=...)``, see
+            :func:`build_teacher`; needed by the distillation losses. Not
+            part of the state dict.
+        distill_weight (float): ``lambda2`` of the logit KL.
+        token_distill_weight (float): weight of the kept-token KL.
+        distill_temperature (float): softmax temperature of the logit KL.
+        tis_distill_weight (float): ``beta`` of the TIS KL (0: off).
+        budget (float, optional): ``t``, the target FLOPs ratio (``None``:
+            no budget loss).
+        budget_weight (float): ``lambda1``.
+        test_cfg (dict, optional): pruning settings for prediction, e.g.
+            ``dict(density=0.7)``, ``dict(mass_threshold=0.9,
+            batch_mode='mean')``; keys from :data:`TEST_SETTINGS`.
+        **kwargs: ``ImageClassifier``'s ``neck``, ``head``, ``train_cfg``,
+            ``data_preprocessor``, ``init_cfg``.
+    """
+
+    def __init__(self,
+                 backbone,
+                 teacher=None,
+                 distill_weight=0.5,
+                 token_distill_weight=0.,
+                 distill_temperature=1.,
+                 tis_distill_weight=0.,
+                 budget=None,
+                 budget_weight=2.,
+                 test_cfg=None,
+                 **kwargs):
+        super().__init__(backbone=backbone, **kwargs)
+        if not isinstance(self.backbone, TokenPrunedVisionTransformer):
+            raise ValueError('TokenPrunedClassifier needs a '
+                             'TokenPrunedVisionTransformer backbone, got '
+                             f'{type(self.backbone).__name__}')
+        if budget is not None and not 0. < budget <= 1.:
+            raise ValueError(f'budget must be in (0, 1], got {budget}')
+        if budget is not None and self.backbone.selector != 'threshold':
+            raise ValueError('the budget loss trains learnable thresholds: '
+                             "use selector='threshold'")
+        needs_teacher = tis_distill_weight > 0 or token_distill_weight > 0
+        if needs_teacher and teacher is None:
+            raise ValueError('token and TIS distillation need a teacher')
+        self.test_cfg = dict(test_cfg or {})
+        self._check_settings(self.test_cfg)
+        # kept out of the state dict and the optimizer: a list, not a module
+        self._teacher = [build_teacher(teacher)] if teacher is not None \
+            else []
+        if token_distill_weight > 0:
+            width = getattr(self.teacher.backbone, 'embed_dims', None)
+            if width != self.backbone.embed_dims:
+                raise ValueError(
+                    f'the kept-token KL compares features: the teacher\'s '
+                    f'width {width} must equal the student\'s '
+                    f'{self.backbone.embed_dims}')
+        self.distill_weight = distill_weight
+        self.token_distill_weight = token_distill_weight
+        self.distill_temperature = distill_temperature
+        self.tis_distill_weight = tis_distill_weight
+        self.budget = budget
+        self.budget_weight = budget_weight
+        self.backbone.always_score = tis_distill_weight > 0
+
+    @staticmethod
+    def _check_settings(settings):
+        unknown = set(settings) - set(TEST_SETTINGS)
+        if unknown:
+            raise ValueError(f'unknown test_cfg keys {sorted(unknown)}; '
+                             f'choose from {TEST_SETTINGS}')
+
+    @property
+    def teacher(self):
+        """The frozen teacher, or ``None``."""
+        return self._teacher[0] if self._teacher else None
+
+    def set_test_cfg(self, **settings):
+        """Update the pruning settings used by :meth:`predict`."""
+        self._check_settings(settings)
+        self.test_cfg.update(settings)
+
+    @contextlib.contextmanager
+    def _test_settings(self):
+        """Apply ``test_cfg`` to the backbone, restoring it afterwards."""
+        bb = self.backbone
+        saved = dict(density=bb.density, mass_threshold=bb.mass_threshold,
+                     prune=bb.prune, batch_mode=bb.batch_mode,
+                     test_execution=bb.test_execution)
+        bb.set_pruning(**self.test_cfg)
+        try:
+            yield
+        finally:
+            bb.set_pruning(**saved)
+
+    def predict(self, inputs, data_samples=None, **kwargs):
+        """Predict with the ``test_cfg`` pruning settings."""
+        with self._test_settings():
+            return super().predict(inputs, data_samples, **kwargs)
+
+    def _teacher_outputs(self, inputs):
+        teacher = self.teacher.to(inputs.device)
+        with torch.no_grad():
+            tokens, attn = tokens_and_last_attention(teacher.backbone,
+                                                     inputs)
+            feats = (tokens[:, 0], )
+            if teacher.with_neck:
+                feats = teacher.neck(feats)
+            logits = teacher.head(feats)
+        return logits, tokens, attn
+
+    def loss(self, inputs, data_samples):
+        """Head loss plus the distillation and budget losses.
+
+        Args:
+            inputs (Tensor): ``(B, 3, H, W)``.
+            data_samples (list[DataSample]): the labels.
+
+        Returns:
+            dict[str, Tensor]: the losses.
+        """
+        feats = self.extract_feat(inputs)
+        losses = self.head.loss(feats, data_samples)
+        bb = self.backbone
+        if self.teacher is not None:
+            t_logits, t_tokens, t_attn = self._teacher_outputs(inputs)
+            if self.distill_weight > 0:
+                logits = self.head(feats)
+                losses['loss_distill'] = self.distill_weight * kl_divergence(
+                    logits, t_logits, self.distill_temperature).mean()
+            if self.token_distill_weight > 0:
+                losses['loss_token_distill'] = self.token_distill_weight * \
+                    self._token_kl(bb, t_tokens)
+            if self.tis_distill_weight > 0 and bb.scores:
+                target = t_attn[:, :, 0, 1:].mean(dim=1)
+                target = target / target.sum(dim=-1, keepdim=True)
+                student = bb.scores[0].clamp_min(1e-8).log()
+                if student.shape != target.shape:
+                    raise ValueError(
+                        f'TIS distillation needs the teacher on the same '
+                        f'patch grid: student {tuple(student.shape)}, '
+                        f'teacher {tuple(target.shape)}')
+                kl = (target * (target.clamp_min(1e-8).log() - student))
+                losses['loss_tis'] = self.tis_distill_weight * kl.sum(
+                    -1).mean()
+        if self.budget is not None:
+            flops = bb.analytic_flops()
+            dense = bb.dense_flops(bb.token_counts[0, 0].item())
+            losses['loss_budget'] = self.budget_weight * (
+                flops.mean() / dense - self.budget).abs()
+        return losses
+
+    @staticmethod
+    def _token_kl(backbone, teacher_tokens):
+        """KL over channels between the student's final kept tokens and the
+        teacher's tokens at the same positions, averaged over kept tokens.
+
+        Args:
+            backbone (TokenPrunedVisionTransformer): after its forward.
+            teacher_tokens (Tensor): ``(B, 1 + N, C)``.
+
+        Returns:
+            Tensor: a scalar.
+        """
+        student = backbone.final_tokens[:, 1:]
+        index = backbone.final_index  # (B, K): masked, dropped or padded
+        teacher = teacher_tokens[:, 1:].gather(
+            1, index[..., None].expand(-1, -1, teacher_tokens.shape[-1]))
+        kl = kl_divergence(student, teacher)
+        w = backbone.final_alive.to(kl.dtype)
+        return (kl * w).sum() / w.sum().clamp_min(1.)

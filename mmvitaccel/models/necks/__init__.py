@@ -1,0 +1,3 @@
+from .token_restore_neck import TokenRestoreNeck
+
+__all__ = ['TokenRestoreNeck']

@@ -1,0 +1,447 @@
+"""Token pruning operators shared by SaiT and AS-ViT: scorers, selectors and
+the batched execution of variable keep counts.
+
+Papers: Li et al., *SaiT: Sparse Vision Transformers through Adaptive Token
+Pruning* (2022); Liu et al., *Adaptive Sparse ViT: Towards Learnable Adaptive
+Token Pruning by Fully Exploiting Self-Attention* (IJCAI 2023). The lost
+equations are filled from ``shared/papers/NOTES.md``.
+
+Conventions. The token sequence is ``[cls; x_1 .. x_N]``: one class token
+(index 0) followed by ``N`` patch tokens. Attention probabilities are
+``attn`` ``(B, h, T, T)`` (rows: queries, columns: keys). Scores are
+``(B, N)``, over the patch tokens only (the class token is always kept).
+A *keep mask* is ``(B, N)`` float or bool over patch tokens; a *policy* is
+``(B, T)`` float with the class token's entry 1.
+
+Three scorers:
+
+* :func:`tis_score` (SaiT): ``TIS_n = sum_h sum_m attn[h, m, n]``, the
+  column sums of the attention over heads and rows, normalised to a
+  distribution over the patch tokens;
+* :func:`asvit_score` (AS-ViT): head importance ``H[h, i] =
+  ||(attn @ v)[h, i]||_2``, ``R = H / sum_h H``,
+  ``S_i = sum_h R[h, i] * attn[h, cls, i]``;
+* :func:`cls_attention_score` (EViT, the reference):
+  ``S_i = mean_h attn[h, cls, i]``.
+
+Three selectors:
+
+* :func:`value_keep_count` / :func:`topk_keep_mask` (SaiT value): the
+  ``K`` highest scores, ``K = round(rho * (N + 1))`` tokens *with* the class
+  token, i.e. ``K - 1`` patch tokens;
+* :func:`mass_keep_mask` (SaiT mass): the fewest tokens whose cumulative
+  (sorted, normalised) score reaches ``M_th``;
+* :func:`threshold_keep_mask` (AS-ViT): ``M_i = sigmoid((S_i - theta) /
+  tau)``, ``tau = 1e-4``, hardened to ``S_i > theta`` with a straight-through
+  estimator (the forward value is the hard mask, the gradient the soft one).
+
+Batched execution of per-image keep counts:
+
+* training keeps every token and masks the attention:
+  :func:`masked_attention` with ``mode='logits'`` adds ``-65000`` to the
+  logits of pruned keys (SaiT), with ``mode='policy'`` the softmax is
+  multiplied by the policy with the diagonal kept, so that the soft mask of
+  AS-ViT receives gradients (DynamicViT's policy softmax);
+* inference drops tokens for real (:func:`gather_tokens`). Per image (batch
+  1) that is exact. A batch with different counts is either padded to its
+  largest count with the padding masked out of the keys
+  (:func:`pad_kept_tokens`, exact: every image gets what it gets alone) or
+  cut to the batch-mean count (:func:`batch_mean_keep_mask`, AS-ViT's
+  batched inference: images with more tokens above the threshold lose some,
+  images with fewer keep some below it; no mask, every image runs the same
+  dense kernels, faster, and the accuracy moves a little).
+
+Plain torch: no registry, no OpenMMLab imports.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+SCORERS = ('tis', 'asvit', 'cls')
+SELECTORS = ('value', 'mass', 'threshold')
+MASK_MODES = ('logits', 'policy')
+BATCH_MODES = ('pad', 'mean')
+
+#: the logit given to pruned keys in masked training (SaiT)
+MASKED_LOGIT = -65000.
+
+
+def check_choice(name, value, choices):
+    """Raise a clear ``ValueError`` when ``value`` is not in ``choices``.
+
+    Args:
+        name (str): the option's name, for the message.
+        value: the value given.
+        choices (Sequence): the accepted values.
+    """
+    if value not in choices:
+        raise ValueError(f'unknown {name} {value!r}; choose from '
+                         f'{tuple(choices)}')
+
+
+# --- attention ---------------------------------------------------------------
+
+
+def masked_attention(q, k, v, scale, policy=None, mode='logits',
+                     eps=1e-6):
+    """Softmax attention with a token policy, returning the probabilities.
+
+    ``mode='logits'`` (SaiT): ``A = softmax(q k^T * scale + (1 - [p > 0]) *
+    (-65000))`` over the keys; pruned keys get a probability of about zero,
+    no gradient reaches the policy.
+
+    ``mode='policy'`` (AS-ViT, after DynamicViT):
+    ``G_ij = p_j + (1 - p_j) * [i == j]`` (each token keeps itself),
+    ``A_ij = (exp(l_ij - m_i) * G_ij + eps / T) /
+    (sum_j exp(l_ij - m_i) * G_ij + eps)`` with ``m_i`` the largest logit
+    of row ``i`` among its keys with ``G_ij > 0`` (DynamicViT subtracts the
+    max over all keys; when a pruned key holds it, ``eps`` swamps the
+    row); the policy is differentiable.
+
+    Args:
+        q (Tensor): queries ``(B, h, T, d)``.
+        k (Tensor): keys ``(B, h, T, d)``.
+        v (Tensor): values ``(B, h, T, d)``.
+        scale (float): the logit scale, ``d ** -0.5``.
+        policy (Tensor, optional): ``(B, T)`` in ``[0, 1]``, 1 for kept
+            tokens; ``None`` means every token is kept (plain softmax).
+        mode (str): ``'logits'`` or ``'policy'``.
+        eps (float): the policy softmax's stabiliser.
+
+    Returns:
+        tuple[Tensor, Tensor]: the context ``A @ v`` ``(B, h, T, d)`` and the
+        probabilities ``A`` ``(B, h, T, T)``.
+    """
+    check_choice('mask mode', mode, MASK_MODES)
+    logits = (q @ k.transpose(-2, -1)) * scale
+    if policy is None:
+        attn = logits.softmax(dim=-1)
+    elif mode == 'logits':
+        pruned = (policy <= 0).to(logits.dtype)[:, None, None, :]
+        attn = (logits + pruned * MASKED_LOGIT).softmax(dim=-1)
+    else:
+        T = logits.shape[-1]
+        eye = torch.eye(T, dtype=logits.dtype, device=logits.device)
+        p = policy.to(logits.dtype)[:, None, None, :]
+        gate = p + (1. - p) * eye
+        # the max over the keys each row may see (not over all keys), so
+        # that eps stays negligible beside the row's sum
+        peak = logits.masked_fill(gate <= 0, float('-inf')).amax(
+            dim=-1, keepdim=True).detach()
+        weights = (logits - peak).exp() * gate
+        attn = (weights + eps / T) / (weights.sum(dim=-1, keepdim=True) + eps)
+    return attn @ v, attn
+
+
+# --- scorers -----------------------------------------------------------------
+
+
+def tis_score(attn, policy=None, num_extra_tokens=1):
+    """SaiT token importance score.
+
+    ``TIS_n = sum_h sum_m attn[h, m, n]`` over the kept query rows ``m``,
+    then ``TIS_n / sum_n' TIS_n'`` over the patch tokens.
+
+    Args:
+        attn (Tensor): ``(B, h, T, T)`` softmax attention.
+        policy (Tensor, optional): ``(B, T)``; rows of pruned queries are
+            left out of the sum.
+        num_extra_tokens (int): leading tokens that are not patches (1: the
+            class token).
+
+    Returns:
+        Tensor: ``(B, N)`` scores summing to one per image.
+    """
+    if policy is not None:
+        attn = attn * policy.to(attn.dtype)[:, None, :, None]
+    columns = attn.sum(dim=(1, 2))[:, num_extra_tokens:]
+    return columns / columns.sum(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+def asvit_score(attn, context, num_extra_tokens=1):
+    """AS-ViT head-importance-weighted class attention.
+
+    ``H[h, i] = ||(attn @ v)[h, i]||_2``, ``R[h, i] = H[h, i] / sum_h
+    H[h, i]``, ``S_i = sum_h R[h, i] * attn[h, cls, i]``.
+
+    Args:
+        attn (Tensor): ``(B, h, T, T)`` softmax attention.
+        context (Tensor): ``attn @ v`` ``(B, h, T, d)``.
+        num_extra_tokens (int): leading non-patch tokens; the class token
+            is index 0.
+
+    Returns:
+        Tensor: ``(B, N)`` scores.
+    """
+    importance = context.norm(dim=-1)  # H: (B, h, T)
+    weights = importance / importance.sum(dim=1, keepdim=True).clamp_min(
+        1e-12)  # R
+    return (weights * attn[:, :, 0, :]).sum(dim=1)[:, num_extra_tokens:]
+
+
+def cls_attention_score(attn, num_extra_tokens=1):
+    """Class attention averaged over heads (EViT): ``S_i = mean_h
+    attn[h, cls, i]``.
+
+    Args:
+        attn (Tensor): ``(B, h, T, T)`` softmax attention.
+        num_extra_tokens (int): leading non-patch tokens.
+
+    Returns:
+        Tensor: ``(B, N)`` scores.
+    """
+    return attn[:, :, 0, num_extra_tokens:].mean(dim=1)
+
+
+# --- selectors ---------------------------------------------------------------
+
+
+def value_keep_count(num_patches, density):
+    """Patch tokens kept by SaiT's value selector.
+
+    ``K = round(rho * (N + 1))`` counts the class token, so ``K - 1`` patch
+    tokens are kept (at least one, at most ``N``); ``rho = 1`` keeps all.
+    Halves round up (``floor(x + 0.5)``), not to even.
+
+    Args:
+        num_patches (int): ``N``.
+        density (float): ``rho`` in ``(0, 1]``.
+
+    Returns:
+        int: the number of patch tokens kept.
+    """
+    if not 0. < density <= 1.:
+        raise ValueError(f'density must be in (0, 1], got {density}')
+    total = int(math.floor(density * (num_patches + 1) + 0.5))
+    return min(num_patches, max(1, total - 1))
+
+
+def topk_keep_mask(scores, count, valid=None):
+    """Keep the ``count`` highest scores of each row.
+
+    Args:
+        scores (Tensor): ``(B, N)``.
+        count (int | Tensor): an int, or ``(B,)`` per-image counts.
+        valid (Tensor, optional): ``(B, N)`` bool; invalid tokens (already
+            pruned) are never kept.
+
+    Returns:
+        Tensor: ``(B, N)`` bool keep mask.
+    """
+    if valid is not None:
+        scores = scores.masked_fill(~valid, float('-inf'))
+    order = scores.argsort(dim=-1, descending=True)
+    ranks = torch.empty_like(order)
+    ranks.scatter_(-1, order,
+                   torch.arange(scores.shape[-1],
+                                device=scores.device).expand_as(order))
+    if not torch.is_tensor(count):
+        count = torch.full((scores.shape[0], ), count, device=scores.device)
+    keep = ranks < count[:, None]
+    return keep if valid is None else keep & valid
+
+
+def mass_keep_mask(scores, mass_threshold, valid=None):
+    """SaiT mass selector: the fewest tokens reaching a cumulative score.
+
+    With ``s`` the scores normalised to sum one and sorted descending,
+    ``K = min{k : sum_{j <= k} s_j >= M_th}``; ``M_th >= 1`` keeps every
+    token.
+
+    Args:
+        scores (Tensor): ``(B, N)`` non-negative scores.
+        mass_threshold (float): ``M_th`` in ``(0, 1]``.
+        valid (Tensor, optional): ``(B, N)`` bool; invalid tokens have no
+            mass and are never kept.
+
+    Returns:
+        tuple[Tensor, Tensor]: ``(B, N)`` bool keep mask and ``(B,)`` counts.
+    """
+    if not 0. < mass_threshold <= 1.:
+        raise ValueError(
+            f'mass_threshold must be in (0, 1], got {mass_threshold}')
+    B, N = scores.shape
+    if valid is not None:
+        scores = scores.masked_fill(~valid, 0.)
+    if mass_threshold >= 1.:
+        keep = torch.ones(B, N, dtype=torch.bool, device=scores.device)
+        keep = keep if valid is None else valid
+        return keep, keep.sum(dim=-1)
+    mass = scores / scores.sum(dim=-1, keepdim=True).clamp_min(1e-12)
+    cumulative = mass.sort(dim=-1, descending=True)[0].cumsum(dim=-1)
+    # a tolerance so that rounding in the cumulative sum does not add a token
+    count = ((cumulative < mass_threshold - 1e-6).sum(dim=-1) + 1).clamp(
+        max=N)
+    return topk_keep_mask(scores, count, valid), count
+
+
+def threshold_keep_mask(scores, threshold, tau=1e-4, valid=None):
+    """AS-ViT learnable threshold with a straight-through estimator.
+
+    ``M_soft = sigmoid((S - theta) / tau)``, ``M_hard = [S > theta]``,
+    returned as ``M_hard + M_soft - stopgrad(M_soft)``: the value is the
+    hard mask, the gradient (to ``S`` and ``theta``) the soft one. The
+    highest-scoring token is always kept so that no image loses all of its
+    patches.
+
+    Args:
+        scores (Tensor): ``(B, N)``.
+        threshold (Tensor | float): ``theta``, a scalar (learnable).
+        tau (float): the temperature; ``1e-4`` in AS-ViT.
+        valid (Tensor, optional): ``(B, N)`` bool of tokens still alive;
+            the result is multiplied by it.
+
+    Returns:
+        Tensor: ``(B, N)`` float mask (values 0/1).
+    """
+    if tau <= 0:
+        raise ValueError(f'tau must be positive, got {tau}')
+    soft = torch.sigmoid((scores - threshold) / tau)
+    hard = (scores > threshold)
+    masked = scores if valid is None else scores.masked_fill(
+        ~valid, float('-inf'))
+    best = F.one_hot(masked.argmax(dim=-1), scores.shape[-1]).bool()
+    hard = (hard | best).to(scores.dtype)
+    mask = hard + soft - soft.detach()
+    return mask if valid is None else mask * valid.to(mask.dtype)
+
+
+def batch_mean_keep_mask(scores, keep):
+    """AS-ViT batched inference: every image keeps the batch-mean count of
+    tokens, its highest-scoring ones.
+
+    ``K = round(mean_b |keep_b|)``; each image keeps its top ``K`` scores.
+
+    Args:
+        scores (Tensor): ``(B, N)``.
+        keep (Tensor): ``(B, N)`` bool per-image keep masks.
+
+    Returns:
+        Tensor: ``(B, N)`` bool, ``K`` tokens per row.
+    """
+    count = int(math.floor(keep.sum(dim=-1).float().mean().item() + 0.5))
+    return topk_keep_mask(scores, max(1, count))
+
+
+# --- dropping tokens ---------------------------------------------------------
+
+
+def kept_indices(keep):
+    """Indices of the kept tokens of each row, ascending, padded.
+
+    Args:
+        keep (Tensor): ``(B, N)`` bool.
+
+    Returns:
+        tuple[Tensor, Tensor]: ``(B, K_max)`` indices (padding repeats the
+        last index of the row's valid ones, or 0) and ``(B, K_max)`` bool
+        validity; ``K_max`` is the largest count.
+    """
+    counts = keep.sum(dim=-1)
+    k_max = max(1, int(counts.max().item()))
+    N = keep.shape[-1]
+    # stable order: kept tokens first, in ascending position
+    key = (~keep).to(torch.int64) * N + torch.arange(
+        N, device=keep.device)
+    order = key.argsort(dim=-1)[:, :k_max]
+    valid = torch.arange(k_max, device=keep.device)[None] < counts[:, None]
+    return order, valid
+
+
+def gather_tokens(x, index):
+    """``x[b, index[b, k]]``.
+
+    Args:
+        x (Tensor): ``(B, N, C)``.
+        index (Tensor): ``(B, K)``.
+
+    Returns:
+        Tensor: ``(B, K, C)``.
+    """
+    return x.gather(1, index[..., None].expand(-1, -1, x.shape[-1]))
+
+
+def pad_kept_tokens(tokens, keep, num_extra_tokens=1):
+    """Drop pruned patch tokens, padding to the largest count in the batch.
+
+    Args:
+        tokens (Tensor): ``(B, E + N, C)``, ``E = num_extra_tokens``.
+        keep (Tensor): ``(B, N)`` bool over the patch tokens.
+        num_extra_tokens (int): ``E``, kept in front.
+
+    Returns:
+        tuple[Tensor, Tensor, Tensor]: tokens ``(B, E + K_max, C)``; the
+        kept positions ``(B, K_max)`` (indices into the ``N`` patches); the
+        key mask ``(B, E + K_max)`` bool, False at padding (``None`` when no
+        row is padded).
+    """
+    index, valid = kept_indices(keep)
+    extra = tokens[:, :num_extra_tokens]
+    kept = gather_tokens(tokens[:, num_extra_tokens:], index)
+    out = torch.cat((extra, kept), dim=1)
+    if bool(valid.all()):
+        return out, index, None
+    key_mask = torch.cat((valid.new_ones(valid.shape[0], num_extra_tokens),
+                          valid), dim=1)
+    return out, index, key_mask
+
+
+def value_keep_counts(alive, density):
+    """:func:`value_keep_count` per image, for tensors of alive counts.
+
+    Args:
+        alive (Tensor): ``(B,)`` patch tokens still alive.
+        density (float): ``rho`` in ``(0, 1]``.
+
+    Returns:
+        Tensor: ``(B,)`` long, ``clamp(floor(rho * (n + 1) + 0.5) - 1, 1,
+        n)``.
+    """
+    if not 0. < density <= 1.:
+        raise ValueError(f'density must be in (0, 1], got {density}')
+    alive = alive.to(torch.float64)
+    total = torch.floor(density * (alive + 1) + 0.5)
+    return torch.minimum(alive, (total - 1).clamp_min(1)).long()
+
+
+def vit_layer_flops(tokens, embed_dims, feedforward_channels):
+    """Analytical multiply-adds of one pre-norm ViT layer on ``n`` tokens,
+    counted as :func:`mmvitaccel.utils.flops.count_flops` counts them:
+
+    ``qkv 3 n C^2 + q k^T n^2 C + A v n^2 C + proj n C^2 + FFN 2 n C F +
+    two LayerNorms 2 * 5 n C``.
+
+    Args:
+        tokens (Tensor | float): ``n`` (a float tensor keeps the gradient of
+            a soft token count).
+        embed_dims (int): ``C``.
+        feedforward_channels (int): ``F``.
+
+    Returns:
+        Tensor | float: the FLOPs, same type as ``tokens``.
+    """
+    C, Fd = embed_dims, feedforward_channels
+    return (4 * C * C + 2 * C * Fd + 10 * C) * tokens + 2 * C * tokens**2
+
+
+def restore_tokens(full, tokens, index, valid=None):
+    """Scatter kept tokens back onto the full patch grid.
+
+    Args:
+        full (Tensor): ``(B, N, C)`` features of every position (for the
+            pruned ones: their features when they were dropped).
+        tokens (Tensor): ``(B, K, C)`` the kept tokens.
+        index (Tensor): ``(B, K)`` their positions in ``0 .. N-1``.
+        valid (Tensor, optional): ``(B, K)`` bool; padding is not written.
+
+    Returns:
+        Tensor: ``(B, N, C)``, ``full`` with ``full[b, index[b, k]] =
+        tokens[b, k]``.
+    """
+    if valid is not None and not bool(valid.all()):
+        # padding slots write the position's own value back
+        tokens = torch.where(valid[..., None], tokens,
+                             gather_tokens(full, index))
+    return full.scatter(1, index[..., None].expand(-1, -1, full.shape[-1]),
+                        tokens)

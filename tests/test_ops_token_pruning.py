@@ -1,0 +1,134 @@
+"""Token pruning operators (SaiT, AS-ViT): scorers, selectors, masked
+attention, dropping and padding."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mmvitaccel.ops import (asvit_score, batch_mean_keep_mask,
+                            cls_attention_score, gather_tokens, kept_indices,
+                            mass_keep_mask, masked_attention, pad_kept_tokens,
+                            restore_tokens, threshold_keep_mask, tis_score,
+                            topk_keep_mask, value_keep_count,
+                            value_keep_counts)
+
+
+def _qkv(B=2, h=3, T=9, d=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(B, h, T, d, generator=g) for _ in range(3)]
+
+
+def test_scores_follow_their_equations():
+    q, k, v = _qkv()
+    ctx, attn = masked_attention(q, k, v, 0.5)
+    torch.testing.assert_close(
+        ctx, F.scaled_dot_product_attention(q, k, v, scale=0.5))
+    tis = tis_score(attn)
+    assert tis.shape == (2, 8)
+    torch.testing.assert_close(tis.sum(-1), torch.ones(2))
+    # TIS_n: column sums over heads and rows, renormalised over patches
+    col = attn[0, :, :, 3].sum()
+    torch.testing.assert_close(tis[0, 2], col / attn[0, :, :, 1:].sum())
+    cls = cls_attention_score(attn)
+    torch.testing.assert_close(cls[1, 4], attn[1, :, 0, 5].mean())
+    s = asvit_score(attn, ctx)
+    norms = ctx[1, :, 5].norm(dim=-1)
+    torch.testing.assert_close(
+        s[1, 4], (norms / norms.sum() * attn[1, :, 0, 5]).sum())
+
+
+def test_value_count_is_round_rho_n_plus_one_with_cls():
+    assert value_keep_count(196, 1.0) == 196
+    assert value_keep_count(196, 0.5) == 98  # round(98.5) = 99 with cls
+    assert value_keep_count(4, 0.01) == 1
+    counts = value_keep_counts(torch.tensor([196, 10]), 0.5)
+    assert counts.tolist() == [98, value_keep_count(10, 0.5)]
+    with pytest.raises(ValueError, match='density'):
+        value_keep_count(196, 0.)
+
+
+def test_topk_keeps_the_highest_scores():
+    scores = torch.tensor([[0.1, 0.5, 0.2, 0.9], [4., 3., 2., 1.]])
+    keep = topk_keep_mask(scores, 2)
+    assert keep.tolist() == [[False, True, False, True],
+                             [True, True, False, False]]
+    valid = torch.tensor([[True, False, True, True]] * 2)
+    keep = topk_keep_mask(scores, torch.tensor([2, 1]), valid)
+    assert keep.tolist() == [[False, False, True, True],
+                             [True, False, False, False]]
+
+
+def test_mass_count_adapts_to_score_concentration():
+    N = 20
+    peaked = torch.full((N, ), 0.1 / (N - 2))
+    peaked[3], peaked[7] = 0.5, 0.4  # 90% of the mass on two tokens
+    flat = torch.full((N, ), 1. / N)
+    keep, count = mass_keep_mask(torch.stack([peaked, flat]), 0.7)
+    assert count.tolist() == [2, 14]  # 0.7 of a flat mass needs 14 of 20
+    assert keep[0].nonzero().flatten().tolist() == [3, 7]
+    assert keep.sum(-1).tolist() == count.tolist()
+    # a higher threshold keeps more, 1.0 keeps all
+    assert (mass_keep_mask(torch.stack([peaked, flat]), 0.95)[1] >
+            count).all()
+    assert mass_keep_mask(flat[None], 1.0)[0].all()
+
+
+def test_threshold_is_hard_forward_and_soft_backward():
+    scores = torch.tensor([[0.0010, 0.0012, 0.0030, 0.0009]])
+    theta = torch.tensor(0.0011, requires_grad=True)
+    mask = threshold_keep_mask(scores, theta, tau=1e-4)
+    assert mask.tolist() == [[0., 1., 1., 0.]]
+    mask.sum().backward()
+    # d/dtheta sigmoid((S - theta)/tau) = -sigmoid'(.)/tau < 0
+    assert theta.grad is not None and theta.grad < 0
+    soft = torch.sigmoid((scores - 0.0011) / 1e-4)
+    expected = -(soft * (1 - soft) / 1e-4).sum()
+    torch.testing.assert_close(theta.grad, expected)
+    # nothing above the threshold: the best token survives
+    assert threshold_keep_mask(scores, 1.0).tolist() == [[0., 0., 1., 0.]]
+
+
+def test_batch_mean_count():
+    scores = torch.rand(3, 10)
+    keep = torch.zeros(3, 10, dtype=torch.bool)
+    keep[0, :2], keep[1, :5], keep[2, :8] = True, True, True
+    mean = batch_mean_keep_mask(scores, keep)
+    assert mean.sum(-1).tolist() == [5, 5, 5]
+    assert torch.equal(mean, topk_keep_mask(scores, 5))
+
+
+@pytest.mark.parametrize('mode', ['logits', 'policy'])
+def test_masked_attention_equals_attention_on_the_kept_tokens(mode):
+    q, k, v = _qkv(B=1, T=9)
+    policy = torch.tensor([[1., 1., 0., 1., 0., 0., 1., 1., 0.]])
+    ctx, attn = masked_attention(q, k, v, 0.5, policy, mode)
+    keep = policy[0].bool()
+    ref = F.scaled_dot_product_attention(
+        q[:, :, keep], k[:, :, keep], v[:, :, keep], scale=0.5)
+    torch.testing.assert_close(ctx[:, :, keep], ref, atol=1e-5, rtol=1e-4)
+    assert attn[:, :, keep][..., ~keep].abs().max() < 1e-5
+    if mode == 'policy':  # a pruned query sees the kept keys and itself
+        assert (attn[0, :, 2, 2] > 1e-3).all()
+        assert attn[0, :, 2, [4, 5, 8]].abs().max() < 1e-5
+        p = policy.clone().requires_grad_()
+        masked_attention(q, k, v, 0.5, p, mode)[0].sum().backward()
+        assert p.grad.abs().sum() > 0
+
+
+def test_pad_and_restore():
+    x = torch.arange(2 * 6 * 2, dtype=torch.float).reshape(2, 6, 2)
+    keep = torch.tensor([[True, False, True, False, False],
+                         [False, True, True, True, False]])
+    out, index, key_mask = pad_kept_tokens(x, keep)
+    assert out.shape == (2, 4, 2)
+    assert index.tolist()[1] == [1, 2, 3]
+    assert key_mask.tolist() == [[True, True, True, False], [True] * 4]
+    torch.testing.assert_close(out[0, :3], x[0, [0, 1, 3]])
+    torch.testing.assert_close(out[1, 1:], x[1, 2:5])
+    index2, valid = kept_indices(keep)
+    assert torch.equal(index2, index) and torch.equal(valid, key_mask[:, 1:])
+    full = torch.zeros(2, 5, 2)
+    restored = restore_tokens(full, out[:, 1:] + 100, index, valid)
+    torch.testing.assert_close(restored[0, [0, 2]], x[0, [1, 3]] + 100)
+    assert restored[0, [1, 3, 4]].abs().sum() == 0
+    torch.testing.assert_close(
+        gather_tokens(restored, index)[1], x[1, 2:5] + 100)
