@@ -73,12 +73,16 @@ def test_restore_neck_then_mmdet_fpn():
     """mmdet detectors take ``neck=[TokenRestoreNeck, FPN]`` (a list builds
     an ``nn.Sequential``)."""
     from mmdet.registry import MODELS as MMDET_MODELS
+    from mmengine.registry import DefaultScope
     _, ours = _models(selector='mass', mass_threshold=0.6)
-    neck = MMDET_MODELS.build([
-        dict(type='mmvitaccel.TokenRestoreNeck', embed_dims=32,
-             norm_cfg=dict(type='BN')),
-        dict(type='FPN', in_channels=[32] * 4, out_channels=16, num_outs=5)
-    ])
+    # as inside an mmdet runner (earlier tests may leave another scope)
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        neck = MMDET_MODELS.build([
+            dict(type='mmvitaccel.TokenRestoreNeck', embed_dims=32,
+                 norm_cfg=dict(type='BN')),
+            dict(type='FPN', in_channels=[32] * 4, out_channels=16,
+                 num_outs=5)
+        ])
     neck.eval()
     with torch.no_grad():
         outs = neck(ours(torch.randn(1, 3, 64, 64)))
