@@ -85,6 +85,22 @@ def test_bad_options_are_refused(tiny_data_dir):
         tinyfy_config(cfg, data_root=str(tiny_data_dir))
 
 
+def test_config_chooses_its_tiny_kind(tiny_data_dir):
+    """A config's ``tiny.kind`` picks the generated set: the Tiny-ImageNet
+    config's CustomDataset gets the 200-class, 64x64 set."""
+    cfg = Config.fromfile(
+        osp.join(REPO, 'configs/hvit_pvtv2_b1_tinyimagenet.py'))
+    cfg = tinyfy_config(cfg, data_root=str(tiny_data_dir))
+    root = str(tiny_data_dir / 'tinyimagenet')
+    for loader in (cfg.train_dataloader, cfg.val_dataloader):
+        assert loader.dataset.data_root == root
+    with open(osp.join(root, 'meta', 'train.txt')) as f:
+        labels = {int(line.split()[-1]) for line in f}
+    assert labels == set(range(cfg.model.head.num_classes))
+    with pytest.raises(ValueError, match='Unknown tiny dataset kind'):
+        tinyfy_config(Config.fromfile(SWIN_IN1K), kind='imagenet21k')
+
+
 def test_tiny_runner_applies_overlay(tiny_data_dir, tmp_path):
     from mmengine.registry import RUNNERS
     cfg = Config.fromfile(SWIN_IN1K)

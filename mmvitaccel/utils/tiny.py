@@ -29,7 +29,10 @@ minutes on a CPU:
 Options come from the keyword arguments and the config's ``tiny`` dict
 (keyword arguments win), e.g. ``--cfg-options tiny.max_epochs=4``:
 
-``data_root`` (a folder, generated if empty), ``scale`` (size factor),
+``data_root`` (a folder, generated if empty), ``kind`` (the generated
+dataset, overriding the one the dataset type implies, e.g.
+``'tinyimagenet'`` for a ``CustomDataset`` of 200 classes), ``scale`` (size
+factor),
 ``max_epochs``, ``max_iters``, ``warmup_iters``, ``batch_size``,
 ``val_batch_size``, ``clip_len``, ``log_interval``, ``rois``.
 
@@ -42,7 +45,7 @@ import warnings
 
 from mmengine.config import ConfigDict
 
-from .tiny_data import tiny_data_root
+from .tiny_data import TINY_DATA_KINDS, tiny_data_root
 
 #: dataset ``type`` (without scope) -> tiny dataset kind
 DATASET_KINDS = {
@@ -60,11 +63,13 @@ DEFAULT_SCALE = {
     # classification keeps 224: upstream Swin refuses maps smaller than its
     # window in stage 4 (pad_small_map=False), and the cost is in the model
     'imagenet': 1.0,
+    'tinyimagenet': 1.0,
     'kinetics': 0.25,  # 224 -> 56
 }
 
 DEFAULTS = dict(
     data_root=None,
+    kind=None,
     scale=None,
     max_epochs=2,
     max_iters=20,
@@ -358,6 +363,9 @@ def tinyfy_config(cfg, **overrides):
         raise ValueError(f'Unknown tiny overlay options {sorted(unknown)}; '
                          f'valid ones are {sorted(DEFAULTS)}.')
     opts.update(user)
+    if opts['kind'] is not None and opts['kind'] not in TINY_DATA_KINDS:
+        raise ValueError(f'Unknown tiny dataset kind {opts["kind"]!r}; '
+                         f'valid ones are {sorted(TINY_DATA_KINDS)}.')
 
     kinds = set()
     for name in _DATALOADERS:
@@ -365,7 +373,7 @@ def tinyfy_config(cfg, **overrides):
         if not loader:
             continue
         dataset = loader['dataset']
-        kind = _dataset_kind(dataset)
+        kind = opts['kind'] or _dataset_kind(dataset)
         kinds.add(kind)
         new_root = str(tiny_data_root(kind, opts['data_root']))
         for old_root in _original_roots(dataset):
