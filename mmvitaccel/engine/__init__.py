@@ -1,6 +1,4 @@
+from .dense_sparse_hook import DenseSparseAlternateHook
 from .tiny_runner import TinyRunner
 
-__all__ = ['TinyRunner']
-from .dense_sparse_hook import DenseSparseAlternateHook  # noqa: E402
-
-__all__ += ['DenseSparseAlternateHook']
+__all__ = ['DenseSparseAlternateHook', 'TinyRunner']
