@@ -154,6 +154,20 @@ def test_any_input_size():
         outs = pvt(torch.randn(1, 3, 100, 70))
     assert isinstance(outs, tuple)
     assert [o.shape[-2:] for o in outs] == [(25, 18), (13, 9), (7, 5), (4, 3)]
+    # Swin: windows padded inside each stage, small maps padded as upstream
+    # does with pad_small_map (without it upstream refuses this size)
+    from mmpretrain.models import SwinTransformer
+    arch = dict(embed_dims=24, depths=[2, 2, 2, 2], num_heads=[2, 4, 8, 16])
+    kwargs = dict(arch=arch, out_indices=(0, 1, 2, 3), pad_small_map=True)
+    swin = HViTSwinTransformer(**kwargs)
+    upstream = SwinTransformer(**kwargs)
+    swin.eval()
+    upstream.eval()
+    x = torch.randn(1, 3, 100, 70)
+    with torch.no_grad():
+        outs = swin(x)
+        assert [o.shape for o in outs] == [o.shape for o in upstream(x)]
+    assert all(torch.isfinite(o).all() for o in outs)
 
 
 def _save(tmp_path, model, prefix=''):

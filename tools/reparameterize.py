@@ -24,6 +24,7 @@ REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 import mmvitaccel  # noqa: E402,F401
+from mmvitaccel.models.backbones import HViTHostMixin  # noqa: E402
 from mmvitaccel.ops import RepLinear, switch_to_deploy  # noqa: E402
 from mmvitaccel.utils.launch import load_config_file  # noqa: E402
 
@@ -61,9 +62,9 @@ def reparameterize(model):
     count = sum(isinstance(m, RepLinear) and not m.deploy
                 for m in model.modules())
     switch_to_deploy(model)
+    # our hosts also record the folded form (their ``deploy`` flag)
     for module in model.modules():
-        if hasattr(module, 'deploy') and hasattr(module,
-                                                  'switch_to_deploy'):
+        if isinstance(module, HViTHostMixin):
             module.deploy = True
     return count
 

@@ -6,7 +6,6 @@ pooling neck and a linear head, mmpretrain (``configs/hvit_pvtv2_b1_*``).
 """
 from mmcv.cnn.bricks.drop import DropPath
 from mmdet.models.backbones.pvt import PyramidVisionTransformerV2
-from mmdet.models.layers import nlc_to_nchw
 
 from ...registry import MODELS
 from ..layers import HallucinatedSRA, compact_ffn, resolve_hmhsa_stages
@@ -119,12 +118,4 @@ class HViTPyramidVisionTransformerV2(HViTHostMixin,
             tuple[Tensor]: ``(B, C_i, H_i, W_i)`` maps of ``out_indices``
             (a tuple, which mmpretrain's pooling neck requires).
         """
-        outs = []
-        for i, (patch_embed, blocks, norm) in enumerate(self.layers):
-            x, hw_shape = patch_embed(x)
-            for block in blocks:
-                x = block(x, hw_shape)
-            x = nlc_to_nchw(norm(x), hw_shape)
-            if i in self.out_indices:
-                outs.append(x)
-        return tuple(outs)
+        return tuple(super().forward(x))

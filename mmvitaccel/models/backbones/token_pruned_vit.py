@@ -87,21 +87,18 @@ def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
                                         mha.head_dims).permute(
                                             2, 0, 3, 1, 4)
     q, k, v = qkv[0], qkv[1], qkv[2]
-    if need_attn:
+    if need_attn or mode == 'policy':
         context, attn = masked_attention(q, k, v, mha.head_dims**-0.5,
                                          policy, mode)
         if training and mha.attn_drop > 0:  # as upstream's SDPA
             context = F.dropout(attn, mha.attn_drop) @ v
-    elif mode == 'logits':
+    else:
+        # 'logits' in the fused kernel: a bool key mask gives pruned keys a
+        # weight of exactly zero, the value their -65000 logit rounds to
         keys = (policy > 0)[:, None, None, :]
         context, attn = F.scaled_dot_product_attention(
             q, k, v, attn_mask=keys,
             dropout_p=mha.attn_drop if training else 0.), None
-    else:
-        context, attn = masked_attention(q, k, v, mha.head_dims**-0.5,
-                                         policy, mode)
-        if training and mha.attn_drop > 0:
-            context = F.dropout(attn, mha.attn_drop) @ v
     out = mha.proj(context.transpose(1, 2).reshape(B, T, C))
     x = x + mha.out_drop(mha.gamma1(mha.proj_drop(out)))
     x = layer.ffn(layer.ln2(x), identity=x)
@@ -358,7 +355,6 @@ class TokenPrunedVisionTransformer(VisionTransformer):
         self.keep_masks = []
         self.scores = []
         self.token_counts = None
-        self.stage_policies = []
         self.final_tokens = None
         self.final_alive = None
         self.final_index = None
@@ -498,7 +494,6 @@ class TokenPrunedVisionTransformer(VisionTransformer):
                         dropped = (alive & ~new_alive)[..., None]
                         full = torch.where(dropped, x[:, E:], full)
                     alive = new_alive
-                    self.stage_policies.append(patch_policy)
                     count = E + patch_policy.sum(dim=-1)
                 else:
                     keep = keep > 0.5 if keep.dtype != torch.bool else keep

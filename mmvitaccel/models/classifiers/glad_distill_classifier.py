@@ -90,9 +90,9 @@ class GLADDistillClassifier(ImageClassifier):
             raise ValueError('teacher and student must have the same class '
                              'tokens')
         if student.glad_layers and \
-                max(student.glad_layers) > self.teacher.num_layers:
-            raise ValueError('the teacher has fewer layers than the last '
-                             'GLAD layer of the student')
+                max(student.glad_layers) >= self.teacher.num_layers:
+            raise ValueError('the teacher has no layer at the last GLAD '
+                             'layer of the student')
         e = student.num_extra_tokens
         self.teacher_glads = nn.ModuleList(
             GLAD(student.tokens[0] - e, m - e, student.embed_dims, glad_init)
@@ -165,11 +165,6 @@ class GLADDistillClassifier(ImageClassifier):
                 x = t.ln1(x)
             logits = self.teacher_head((t._format_output(x, hw), ))
         return [out[i] for i in layers], logits
-
-    def teacher_tokens(self, inputs):
-        """The teacher's tokens at the input of each GLAD layer (see
-        :meth:`teacher_forward`)."""
-        return self.teacher_forward(inputs)[0]
 
     def glad_loss(self, tokens, glad_outputs):
         """``sum_l MSE(Y_l, GLAD_t,l(X_t,l))`` over the GLAD layers.
