@@ -76,6 +76,10 @@ def test_density_sweep_and_visualize_tokens(tmp_path, tiny_data_dir):
     # higher thresholds keep fewer tokens
     assert ratios[1] >= ratios[2] >= ratios[3] and ratios[3] < 1.0
     assert all(0 <= float(r['accuracy']) <= 100 for r in rows)
+    # speed: every setting timed interleaved against the dense run
+    assert float(rows[0]['throughput_ratio']) == 1.0
+    assert all(float(r['images_per_s']) > 0 and float(r['throughput_ratio']) > 0
+               for r in rows)
     assert osp.getsize(out / 'sweep.png') > 1000
 
     vis = tmp_path / 'vis'

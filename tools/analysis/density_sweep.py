@@ -14,9 +14,11 @@ the project convention: the whole model counted once with
 analytical FLOPs that each image's pruning saves (exactly what the counter
 gives on the pruned forward; see ``tests/test_token_pruned_vit.py``).
 ``mean_density`` is the mean kept fraction of patch tokens over the layers
-after the first pruning location. Throughputs are measured here, on this
-machine, over the same batches; use ``tools/analysis/benchmark.py`` for
-publishable speed numbers.
+after the first pruning location. Throughputs are measured after the
+accuracy pass, on the same batches, with every setting timed in turn within
+each round (:func:`mmvitaccel.utils.benchmark.interleaved_benchmark`, median
+over ``--rounds``), so that machine noise hits all settings alike;
+``throughput_ratio`` is the median per-round ratio to the dense run.
 
 Examples::
 
@@ -31,7 +33,6 @@ import csv
 import os
 import os.path as osp
 import sys
-import time
 
 import torch
 from mmengine.config import DictAction
@@ -42,7 +43,7 @@ sys.path.insert(0, REPO)
 
 import mmvitaccel  # noqa: E402,F401  (stack fixes, registry)
 from mmvitaccel.utils.benchmark import (  # noqa: E402
-    build_model, load_config, real_data_batches)
+    build_model, interleaved_benchmark, load_config, real_data_batches)
 from mmvitaccel.utils.flops import count_flops  # noqa: E402
 
 PARAMS = ('density', 'mass_threshold', 'threshold_scale')
@@ -65,6 +66,9 @@ def parse_args(argv=None):
     parser.add_argument('--batch-size', type=int, default=1,
                         help='1: exact per-image pruning; more: the '
                         "backbone's batch_mode (pad or mean)")
+    parser.add_argument('--rounds', type=int, default=5,
+                        help='interleaved timing rounds (each runs every '
+                        'setting once over the batches)')
     parser.add_argument('--out-dir', default='work_dirs/density_sweep')
     parser.add_argument('--tiny', action='store_true',
                         help='apply the tiny overlay (generated data)')
@@ -106,18 +110,14 @@ def apply_setting(model, param, value, thresholds):
 
 
 def evaluate(model, batches, evaluator, dense_flops, desc):
-    """Accuracy, mean FLOPs/density, throughput of one setting."""
+    """Accuracy and mean FLOPs/density of one setting."""
     bb = model.backbone
-    flops, density, seconds, images = [], [], 0., 0
+    flops, density, images = [], [], 0
     first = bb.prune_before[0]
-    with torch.no_grad():  # one untimed warm-up forward per setting
-        model(**model.data_preprocessor(batches[0], False), mode='predict')
     for batch in tqdm(batches, desc=desc, unit='batch', leave=False):
         with torch.no_grad():
-            data = model.data_preprocessor(batch, False)
-            start = time.perf_counter()
-            preds = model(**data, mode='predict')
-            seconds += time.perf_counter() - start
+            preds = model(**model.data_preprocessor(batch, False),
+                          mode='predict')
         images += len(preds)
         counts = bb.token_counts
         patches = counts[:, 0] - 1
@@ -127,8 +127,30 @@ def evaluate(model, batches, evaluator, dense_flops, desc):
             dim=1).tolist()
         evaluator.process(preds, batch)
     metrics = evaluator.evaluate(images)
-    return metrics, sum(flops) / len(flops), sum(density) / len(density), \
-        images / seconds
+    return metrics, sum(flops) / len(flops), sum(density) / len(density)
+
+
+def time_settings(model, batches, param, settings, thresholds, rounds):
+    """Throughput of every setting over ``batches``, timed interleaved.
+
+    Returns:
+        BenchmarkResult: names ``'dense'`` (the baseline) and the values.
+    """
+    inputs = [model.data_preprocessor(b, False) for b in batches]
+
+    def runner(value):
+        def run():
+            apply_setting(model, param, value, thresholds)
+            with torch.no_grad():
+                for data in inputs:
+                    model(**data, mode='predict')
+        return run
+
+    fns = {label: runner(value) for label, value in settings}
+    return interleaved_benchmark(
+        fns, rounds=rounds, iters_per_round=1, warmup=1,
+        items_per_call=sum(len(d['inputs']) for d in inputs),
+        baseline='dense', progress=True)
 
 
 def plot(rows, path):
@@ -180,17 +202,22 @@ def main(argv=None):
     settings = [('dense', None)] + [(args.param, v) for v in args.values]
     for param, value in tqdm(settings, desc='sweep', unit='setting'):
         apply_setting(model, args.param, value, thresholds)
-        metrics, flops, density, speed = evaluate(
+        metrics, flops, density = evaluate(
             model, batches, evaluator, dense_flops,
             f'{param}={value if value is not None else "-"}')
         key = next((k for k in metrics if 'top1' in k), next(iter(metrics)))
         rows.append(dict(param=param, value=value if value is not None else 1.,
                          metric=key, accuracy=float(metrics[key]),
                          gflops=flops / 1e9, flops_ratio=flops / dense_flops,
-                         mean_density=density if value is not None else 1.,
-                         images_per_s=speed))
-    for row in rows:
-        row['throughput_ratio'] = row['images_per_s'] / rows[0]['images_per_s']
+                         mean_density=density if value is not None else 1.))
+    labelled = [('dense', None)] + [(f'{args.param}={v}', v)
+                                    for v in args.values]
+    timing = time_settings(model, batches, args.param, labelled, thresholds,
+                           args.rounds)
+    for row, (label, _) in zip(rows, labelled):
+        row['images_per_s'] = timing.median[label]
+        row['throughput_ratio'] = 1. if label == 'dense' else \
+            timing.speedup[label].median
     apply_setting(model, args.param, 1. if args.param == 'threshold_scale'
                   else None, thresholds)
 
