@@ -60,6 +60,25 @@ def test_teacher_from_config_and_checkpoint(tmp_path):
         _build(backbone=_backbone(), tis_distill_weight=4.)
 
 
+@pytest.mark.parametrize('out_type', ['cls_token', 'avg_featmap'])
+def test_teacher_logits_are_the_teachers_own(out_type):
+    """The teacher's logits (one pass that also yields its tokens and last
+    attention) equal its own forward, whatever its readout."""
+    config = dict(TEACHER, backbone=dict(TEACHER['backbone'],
+                                         out_type=out_type))
+    model = _build(backbone=_backbone(), teacher=dict(config=config))
+    x = torch.randn(2, 3, 64, 64)
+    logits, tokens, attn = model._teacher_outputs(x)
+    with torch.no_grad():
+        torch.testing.assert_close(logits, model.teacher(x, mode='tensor'))
+    assert tokens.shape == (2, 65, 64) and attn.shape == (2, 2, 65, 65)
+    distilled = dict(TEACHER, backbone=dict(
+        TEACHER['backbone'], type='DistilledVisionTransformer'))
+    with pytest.raises(ValueError, match='one class token'):
+        _build(backbone=_backbone(),
+               teacher=dict(config=distilled))._teacher_outputs(x)
+
+
 def test_thresholds_move_toward_the_budget():
     # thresholds near the scores (random weights give near-uniform class
     # attention, about 1/64) and a softer tau so that a few steps suffice

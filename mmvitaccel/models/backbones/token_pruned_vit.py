@@ -131,19 +131,25 @@ def embed_tokens(vit, images):
 
 def tokens_and_last_attention(vit, images):
     """Run an mmpretrain ``VisionTransformer`` (a teacher) and return its
-    final tokens (after the final norm) and the last layer's attention.
+    final tokens (after the final norm), the last layer's attention and
+    the patch grid.
 
     Args:
-        vit (VisionTransformer): the model (class token required).
+        vit (VisionTransformer): the model (one class token required).
         images (Tensor): ``(B, 3, H, W)``.
 
     Returns:
-        tuple[Tensor, Tensor]: ``(B, T, C)`` tokens and ``(B, h, T, T)``
-        attention of the last layer.
+        tuple[Tensor, Tensor, tuple[int, int]]: ``(B, T, C)`` tokens,
+        ``(B, h, T, T)`` attention of the last layer and the patch grid
+        ``(H, W)`` (for the teacher's own ``_format_output``).
     """
-    if getattr(vit, 'cls_token', None) is None:
-        raise ValueError('the teacher must be a ViT with a class token')
-    x, _ = embed_tokens(vit, images)
+    if getattr(vit, 'cls_token', None) is None or \
+            vit.num_extra_tokens != 1:
+        raise ValueError('the teacher must be a ViT with exactly one class '
+                         'token (no distillation token), got '
+                         f'{type(vit).__name__} with {vit.num_extra_tokens} '
+                         'extra tokens')
+    x, hw = embed_tokens(vit, images)
     last = len(vit.layers) - 1
     attn = None
     for i, layer in enumerate(vit.layers):
@@ -151,7 +157,7 @@ def tokens_and_last_attention(vit, images):
         attn = attn_i if i == last else attn
     if vit.final_norm:
         x = vit.ln1(x)
-    return x, attn
+    return x, attn, hw
 
 
 @MODELS.register_module()

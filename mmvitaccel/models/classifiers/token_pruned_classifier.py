@@ -205,9 +205,10 @@ class TokenPrunedClassifier(ImageClassifier):
     def _teacher_outputs(self, inputs):
         teacher = self.teacher.to(inputs.device)
         with torch.no_grad():
-            tokens, attn = tokens_and_last_attention(teacher.backbone,
-                                                     inputs)
-            feats = (tokens[:, 0], )
+            tokens, attn, hw = tokens_and_last_attention(
+                teacher.backbone, inputs)
+            # the teacher's own readout (class token, averaged patches, ...)
+            feats = (teacher.backbone._format_output(tokens, hw), )
             if teacher.with_neck:
                 feats = teacher.neck(feats)
             logits = teacher.head(feats)
