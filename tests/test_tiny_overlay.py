@@ -101,6 +101,20 @@ def test_config_chooses_its_tiny_kind(tiny_data_dir):
         tinyfy_config(Config.fromfile(SWIN_IN1K), kind='imagenet21k')
 
 
+def test_config_overrides_apply_only_under_the_overlay(tiny_data_dir):
+    """AS-ViT's config starts its thresholds where a random model's scores
+    lie when --tiny trains it from scratch; without the overlay the
+    paper's values stay."""
+    path = osp.join(REPO, 'configs/asvit_deit_s_in1k.py')
+    plain = Config.fromfile(path)
+    assert tuple(plain.model.backbone.thresholds) == (0.001, 0.002, 0.003)
+    assert plain.model.backbone.tau == 1e-4
+    cfg = tinyfy_config(plain, data_root=str(tiny_data_dir))
+    assert tuple(cfg.model.backbone.thresholds) == (0.004, 0.005, 0.006)
+    assert cfg.model.backbone.tau == 2e-3
+    assert tuple(plain.model.backbone.thresholds) == (0.001, 0.002, 0.003)
+
+
 def test_tiny_runner_applies_overlay(tiny_data_dir, tmp_path):
     from mmengine.registry import RUNNERS
     cfg = Config.fromfile(SWIN_IN1K)

@@ -32,7 +32,9 @@ Options come from the keyword arguments and the config's ``tiny`` dict
 ``data_root`` (a folder, generated if empty), ``kind`` (the generated
 dataset, overriding the one the dataset type implies, e.g.
 ``'tinyimagenet'`` for a ``CustomDataset`` of 200 classes), ``scale`` (size
-factor),
+factor), ``overrides`` (dotted config keys applied only under the overlay,
+e.g. settings that make sense from scratch, since remote weights are
+dropped),
 ``max_epochs``, ``max_iters``, ``warmup_iters``, ``batch_size``,
 ``val_batch_size``, ``clip_len``, ``log_interval``, ``rois``.
 
@@ -70,6 +72,7 @@ DEFAULT_SCALE = {
 DEFAULTS = dict(
     data_root=None,
     kind=None,
+    overrides=None,
     scale=None,
     max_epochs=2,
     max_iters=20,
@@ -363,6 +366,8 @@ def tinyfy_config(cfg, **overrides):
         raise ValueError(f'Unknown tiny overlay options {sorted(unknown)}; '
                          f'valid ones are {sorted(DEFAULTS)}.')
     opts.update(user)
+    if opts['overrides']:
+        cfg.merge_from_dict(dict(opts['overrides']))
     if opts['kind'] is not None and opts['kind'] not in TINY_DATA_KINDS:
         raise ValueError(f'Unknown tiny dataset kind {opts["kind"]!r}; '
                          f'valid ones are {sorted(TINY_DATA_KINDS)}.')
