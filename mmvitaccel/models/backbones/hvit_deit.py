@@ -1,14 +1,12 @@
 """hMHSA + cFFN on DeiT (mmpretrain ``VisionTransformer``)."""
 import inspect
 
-import torch
 from mmpretrain.models.backbones import VisionTransformer
-from mmpretrain.models.utils import resize_pos_embed
 
 from ...ops import check_even_heads
 from ...registry import MODELS
 from ..layers import HViTEncoderLayer, resolve_hmhsa_stages
-from ..utils import deit_state_dict
+from ..utils import deit_state_dict, embed_tokens
 from .hvit_base import HViTHostMixin, resolve_layers
 from .stvit_deit import DEIT_ARCHS, STViTDeiT
 
@@ -112,18 +110,7 @@ class HViTDeiT(HViTHostMixin, VisionTransformer):
         Returns:
             tuple[Tensor]: One output per ``out_indices``, by ``out_type``.
         """
-        B = x.shape[0]
-        x, patch_resolution = self.patch_embed(x)
-        if self.cls_token is not None:
-            x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
-        x = x + resize_pos_embed(
-            self.pos_embed,
-            self.patch_resolution,
-            patch_resolution,
-            mode=self.interpolate_mode,
-            num_extra_tokens=self.num_extra_tokens)
-        x = self.drop_after_pos(x)
-        x = self.pre_norm(x)
+        x, patch_resolution = embed_tokens(self, x)
         outs = []
         for i, layer in enumerate(self.layers):
             x = layer(x, patch_resolution)

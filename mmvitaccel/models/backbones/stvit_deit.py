@@ -14,12 +14,11 @@ import torch
 import torch.nn as nn
 from mmengine.model.weight_init import trunc_normal_
 from mmpretrain.models.backbones import VisionTransformer
-from mmpretrain.models.utils import resize_pos_embed
 
 from ...ops import IntraInterPooling, check_pooling, pool_centres
 from ...registry import MODELS
 from ..layers import CrossAttentionViTLayer
-from ..utils import deit_state_dict, load_with_report
+from ..utils import deit_state_dict, embed_tokens, load_with_report
 
 #: short names of the DeiT sizes (mmpretrain's own ``'small'`` is ViT-S, a
 #: different model; STViT-DeiT reads them as DeiT)
@@ -258,18 +257,7 @@ class STViTDeiT(VisionTransformer):
             tuple[Tensor]: one output per ``out_indices``, by ``out_type``:
             ``(B, C)``, ``(B, C, s, s)`` or ``(B, N_s, C)``.
         """
-        B = x.shape[0]
-        x, patch_resolution = self.patch_embed(x)
-        if self.cls_token is not None:
-            x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
-        x = x + resize_pos_embed(
-            self.pos_embed,
-            self.patch_resolution,
-            patch_resolution,
-            mode=self.interpolate_mode,
-            num_extra_tokens=self.num_extra_tokens)
-        x = self.drop_after_pos(x)
-        x = self.pre_norm(x)
+        x, patch_resolution = embed_tokens(self, x)
 
         first, second = self.stgm_layers
         for layer in self.layers[:first]:

@@ -19,7 +19,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from mmpretrain.models.backbones import VisionTransformer
-from mmpretrain.models.utils import resize_pos_embed
 
 from ...ops import (BATCH_MODES, MASK_MODES, SCORERS, SELECTORS, asvit_score,
                     batch_mean_keep_mask, check_choice, cls_attention_score,
@@ -27,6 +26,7 @@ from ...ops import (BATCH_MODES, MASK_MODES, SCORERS, SELECTORS, asvit_score,
                     restore_tokens, threshold_keep_mask, tis_score,
                     topk_keep_mask, value_keep_counts, vit_layer_flops)
 from ...registry import MODELS
+from ..utils import embed_tokens
 from .stvit_deit import DEIT_ARCHS
 
 EXECUTIONS = ('mask', 'drop')
@@ -103,30 +103,6 @@ def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
     x = x + mha.out_drop(mha.gamma1(mha.proj_drop(out)))
     x = layer.ffn(layer.ln2(x), identity=x)
     return x, attn, context
-
-
-def embed_tokens(vit, images):
-    """``VisionTransformer``'s input stage: patch embedding, class token,
-    position embedding, dropout, pre-norm.
-
-    Args:
-        vit (VisionTransformer): an mmpretrain ViT with a class token.
-        images (Tensor): ``(B, 3, H, W)``.
-
-    Returns:
-        tuple[Tensor, tuple]: tokens ``(B, 1 + N, C)`` and the patch grid.
-    """
-    B = images.shape[0]
-    x, patch_resolution = vit.patch_embed(images)
-    x = torch.cat((vit.cls_token.expand(B, -1, -1), x), dim=1)
-    x = x + resize_pos_embed(
-        vit.pos_embed,
-        vit.patch_resolution,
-        patch_resolution,
-        mode=vit.interpolate_mode,
-        num_extra_tokens=vit.num_extra_tokens)
-    x = vit.drop_after_pos(x)
-    return vit.pre_norm(x), patch_resolution
 
 
 def tokens_and_last_attention(vit, images):

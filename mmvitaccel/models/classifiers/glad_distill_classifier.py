@@ -24,7 +24,7 @@ from mmpretrain.models.classifiers import ImageClassifier
 from ...ops import GLAD
 from ...registry import MODELS
 from ..backbones.dgssa_vit import DGSSAVisionTransformer
-from ..utils import deit_state_dict, load_with_report
+from ..utils import deit_state_dict, embed_tokens, load_with_report
 
 
 @MODELS.register_module()
@@ -144,11 +144,7 @@ class GLADDistillClassifier(ImageClassifier):
             ``l = 0``) ``(B, N, d)``; the logits ``(B, classes)`` or None.
         """
         t = self.teacher
-        B = inputs.shape[0]
-        x, hw = t.patch_embed(inputs)
-        if t.cls_token is not None:
-            x = torch.cat((t.cls_token.expand(B, -1, -1), x), dim=1)
-        x = t.pre_norm(t.drop_after_pos(x + t.pos_embed))
+        x, hw = embed_tokens(t, inputs)
         layers = self.backbone.glad_layers
         last = len(t.layers) if self.teacher_head is not None else \
             max(layers, default=0)
