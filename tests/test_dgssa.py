@@ -106,6 +106,9 @@ def test_glad_shapes_and_class_token():
                                  static_init='uniform',
                                  glad_tokens=(13, 9, 5))
     assert cls(x)[0].shape == (2, 64)  # cls_token out
+    # static maps and GLAD matrices fix the token count: other sizes fail
+    with pytest.raises(ValueError, match='built for the'):
+        cls(torch.randn(1, 3, 80, 64))
 
 
 def test_gradients_reach_static_logits_and_glad():

@@ -21,7 +21,7 @@ from mmpretrain.models.backbones import VisionTransformer
 from ...ops import GLAD, check_init_mode, init_static_logits, token_counts
 from ...registry import MODELS
 from ..layers import StaticMultiheadAttention
-from ..utils import deit_state_dict, load_with_report
+from ..utils import deit_state_dict, embed_tokens, load_with_report
 from .stvit_deit import DEIT_ARCHS
 
 
@@ -232,16 +232,11 @@ class DGSSAVisionTransformer(VisionTransformer):
             tuple[tuple[Tensor], list[Tensor]]: the backbone outputs (one per
             ``out_indices``) and each GLAD's ``Y`` ``(B, m_l - 1, d)``.
         """
-        B = x.shape[0]
-        x, patch_resolution = self.patch_embed(x)
+        x, patch_resolution = embed_tokens(self, x)
         if tuple(patch_resolution) != tuple(self.patch_resolution):
             raise ValueError(
                 f'DGSSA/GLAD are built for the {self.patch_resolution} patch '
                 f'grid of img_size {self.img_size}, got {patch_resolution}')
-        if self.cls_token is not None:
-            x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
-        x = self.drop_after_pos(x + self.pos_embed)
-        x = self.pre_norm(x)
         e = self.num_extra_tokens
         outs, glad_outs = [], []
         for i, layer in enumerate(self.layers):
