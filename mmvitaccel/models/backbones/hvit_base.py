@@ -104,6 +104,15 @@ class HViTHostMixin:
                                             logger)
         return self.load_report
 
+    def init_weights(self):
+        """As the upstream host from scratch, or from a host checkpoint
+        (``init_cfg=dict(type='Pretrained', checkpoint=...)``) with a load
+        report."""
+        if self._is_pretrained():
+            self.load_host_checkpoint(self.init_cfg['checkpoint'])
+        else:
+            super().init_weights()
+
     def _is_pretrained(self):
         init_cfg = getattr(self, 'init_cfg', None)
         return isinstance(init_cfg, dict) and \

@@ -93,13 +93,6 @@ class HViTDeiT(HViTHostMixin, VisionTransformer):
         """Resize the position embedding to this ``img_size``."""
         self._prepare_pos_embed(state_dict, prefix='')
 
-    def init_weights(self):
-        """As upstream, or from a DeiT checkpoint with a load report."""
-        if self._is_pretrained():
-            self.load_host_checkpoint(self.init_cfg['checkpoint'])
-        else:
-            super().init_weights()
-
     def forward(self, x):
         """Upstream's forward, giving each layer the patch grid (IHH).
 

@@ -101,14 +101,6 @@ class HViTPyramidVisionTransformerV2(HViTHostMixin,
     #: reads official (whai362) / mmdet PVTv2 checkpoints
     read_host_checkpoint = staticmethod(pvtv2_state_dict)
 
-    def init_weights(self):
-        """As upstream from scratch, or from a PVTv2 checkpoint with a load
-        report."""
-        if self._is_pretrained():
-            self.load_host_checkpoint(self.init_cfg['checkpoint'])
-        else:
-            super().init_weights()
-
     def forward(self, x):
         """
         Args:

@@ -75,10 +75,3 @@ class HViTSwinTransformer(HViTHostMixin, SwinTransformer):
         self._prepare_relative_position_bias_table(state_dict, '')
         if self.use_abs_pos_embed:
             self._prepare_abs_pos_embed(state_dict, '')
-
-    def init_weights(self):
-        """As upstream, or from a Swin checkpoint with a load report."""
-        if self._is_pretrained():
-            self.load_host_checkpoint(self.init_cfg['checkpoint'])
-        else:
-            super().init_weights()
