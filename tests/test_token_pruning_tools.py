@@ -95,7 +95,7 @@ def test_brief_asvit_training_moves_thresholds_toward_the_budget(
     work = tmp_path / 'work'
     run('tools/train.py', config, '--tiny', '--work-dir', str(work),
         '--cfg-options', f'tiny.data_root={tiny_data_dir}',
-        'tiny.max_epochs=1')
+        'tiny.max_epochs=1', 'randomness.seed=0')
     ckpt = torch.load(glob.glob(str(work / 'epoch_1.pth'))[0],
                       map_location='cpu', weights_only=False)
     theta = ckpt['state_dict']['backbone.thresholds']
