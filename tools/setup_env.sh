@@ -7,6 +7,17 @@
 #   VENV            virtualenv path (default: <repo>/.venv)
 #   PYTHON          interpreter used to create it (default: python3.11, else python3)
 #   MMVITACCEL_CACHE  wheel cache outside the repo (default: ~/.cache/mmvitaccel)
+#   MAX_JOBS        parallel compiler jobs for the mmcv build (default: nproc)
+#   MMVITACCEL_MMCV_BUILD_CMD  (tests only) a command run in the unpacked mmcv
+#                   source instead of the real `pip wheel`; it must leave a
+#                   wheel in $MMCV_DIST. tests/test_setup_env.py uses it to run
+#                   the cold path without a 20-minute compile.
+#
+# Every path is made absolute before the script changes directory (make passes
+# VENV=.venv, relative to the repository). A run killed half-way (during the
+# mmcv build, say) leaves nothing that the next run mistakes for a finished
+# step: the wheel enters the cache under its final name only once complete,
+# and the "done" stamp is written last.
 #
 # mmcv 2.1.0 has no wheel for torch 2.14, so it is built from the PyPI sdist with
 # ops (MMCV_WITH_OPS=1). Its setup.py hard-codes -std=c++17, while torch 2.14
@@ -16,8 +27,10 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="${VENV:-$ROOT/.venv}"
-CACHE="${MMVITACCEL_CACHE:-$HOME/.cache/mmvitaccel}"
+# Relative paths are taken from the caller's directory, once, here.
+abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
+VENV="$(abspath "${VENV:-$ROOT/.venv}")"
+CACHE="$(abspath "${MMVITACCEL_CACHE:-$HOME/.cache/mmvitaccel}")"
 MMCV_VERSION=2.1.0
 TORCH_VERSION="$(sed -n 's/^torch==//p' "$ROOT/requirements/torch.txt")"
 STAMP="$VENV/.mmvitaccel-setup-done"
@@ -69,24 +82,59 @@ assert mmcv.__version__ == '2.1.0'
 PYEOF
 }
 
+valid_wheel() {
+    "$PY" -c 'import sys, zipfile; sys.exit(zipfile.ZipFile(sys.argv[1]).testzip() is not None)' "$1" 2>/dev/null
+}
+
+# Run a long command with its output in a log file, printing a line a minute
+# (elapsed time and the compiler's [done/total] step) so that a user sees it is alive.
+# $1: the log file; the rest: the command.
+with_progress() {
+    local logf="$1"; shift
+    local start=$SECONDS
+    "$@" > "$logf" 2>&1 &
+    local pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 60 &
+        wait $! || true
+        if kill -0 "$pid" 2>/dev/null; then
+            log "  ... $(( (SECONDS - start) / 60 )) min, compile step $(grep -o '^\[[0-9]*/[0-9]*\]' "$logf" 2>/dev/null | tail -n1 || true)"
+        fi
+    done
+    wait "$pid"
+}
+
 if ! have_mmcv; then
     WHEEL_DIR="$CACHE/wheels/torch-$TORCH_VERSION-$("$PY" -c 'import sys;print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
     mkdir -p "$WHEEL_DIR"
     WHEEL="$(ls "$WHEEL_DIR"/mmcv-"$MMCV_VERSION"-*.whl 2>/dev/null | head -n1 || true)"
+    if [ -n "$WHEEL" ] && ! valid_wheel "$WHEEL"; then
+        log "removing a damaged cached wheel $WHEEL"
+        rm -f "$WHEEL"
+        WHEEL=""
+    fi
     if [ -z "$WHEEL" ]; then
         BUILD="$(mktemp -d)"
-        log "building mmcv $MMCV_VERSION with ops (about 15 minutes on 2 cores) in $BUILD"
+        trap 'rm -rf "$BUILD"' EXIT
+        log "building mmcv $MMCV_VERSION with ops in $BUILD"
+        log "  a cold build takes about 20 minutes on 2 cores; a progress line follows every minute"
         "${PIP[@]}" download -q --no-deps --no-build-isolation --no-binary :all: "mmcv==$MMCV_VERSION" -d "$BUILD"
         tar -xzf "$BUILD"/mmcv-"$MMCV_VERSION".tar.gz -C "$BUILD"
         SRC="$BUILD/mmcv-$MMCV_VERSION"
         sed -i 's/-std=c++17/-std=c++20/g' "$SRC/setup.py"
         grep -q 'c++20' "$SRC/setup.py" || { echo "C++20 patch did not apply" >&2; exit 1; }
+        export MMCV_DIST="$BUILD/dist"
+        BUILD_CMD=("${PIP[@]}" wheel -v --no-build-isolation --no-deps . -w "$MMCV_DIST")
+        if [ -n "${MMVITACCEL_MMCV_BUILD_CMD:-}" ]; then BUILD_CMD=(bash -c "$MMVITACCEL_MMCV_BUILD_CMD"); fi
         (cd "$SRC" && MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}" \
-            "${PIP[@]}" wheel -v --no-build-isolation --no-deps . -w "$BUILD/dist" > "$BUILD/build.log" 2>&1) \
-            || { tail -n 50 "$BUILD/build.log"; exit 1; }
-        cp "$BUILD"/dist/mmcv-*.whl "$WHEEL_DIR/"
-        rm -rf "$BUILD"
-        WHEEL="$(ls "$WHEEL_DIR"/mmcv-"$MMCV_VERSION"-*.whl | head -n1)"
+            with_progress "$BUILD/build.log" "${BUILD_CMD[@]}") \
+            || { tail -n 50 "$BUILD/build.log"; echo "[setup] the mmcv build failed; full log above" >&2; exit 1; }
+        BUILT="$(ls "$MMCV_DIST"/mmcv-*.whl)"
+        # Enter the cache atomically: a copy killed half-way leaves only a .part file.
+        cp "$BUILT" "$WHEEL_DIR/.$(basename "$BUILT").part"
+        mv "$WHEEL_DIR/.$(basename "$BUILT").part" "$WHEEL_DIR/$(basename "$BUILT")"
+        WHEEL="$WHEEL_DIR/$(basename "$BUILT")"
+        log "cached $WHEEL"
     else
         log "using cached mmcv wheel $WHEEL"
     fi
