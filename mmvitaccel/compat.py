@@ -23,7 +23,13 @@ this package (never in site-packages) when ``mmvitaccel`` is imported.
    methods. Safety stays on: any other global in a pickle is still refused. A user who trusts a
    checkpoint that needs more can opt in with torch's own switch,
    ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``.
+
+3. **mmcv without its compiled ops** (``mmcv-lite``, or an sdist built
+   without ``MMCV_WITH_OPS=1``) makes mmdet fail deep inside its import with
+   ``No module named 'mmcv._ext'``. :func:`check_mmcv_ops` says so up front
+   and names the fix.
 """
+import importlib
 import importlib.util
 import os
 import os.path as osp
@@ -159,12 +165,35 @@ def allow_mmengine_checkpoints():
     return allowed
 
 
+MMCV_OPS_FIX = (
+    'mmvitaccel needs mmcv 2.x built with its compiled ops (mmcv._ext), which '
+    'mmdet, mmseg and mmaction2 import. Either run tools/setup_env.sh from the '
+    'mmvitaccel repository (it builds mmcv 2.1.0 with ops for the pinned torch '
+    'into .venv), or build it into your environment with '
+    '`MMCV_WITH_OPS=1 pip install --no-build-isolation --no-binary mmcv mmcv==2.1.0` '
+    '(torch >= 2.6 headers need -std=c++20 in mmcv\'s setup.py). Cause: {cause}')
+
+
+def check_mmcv_ops():
+    """Refuse clearly when mmcv is missing or lacks its compiled ops.
+
+    Raises:
+        ImportError: naming the fix (see :data:`MMCV_OPS_FIX`).
+    """
+    try:
+        import mmcv  # noqa: F401
+        importlib.import_module('mmcv._ext')
+    except ImportError as e:
+        raise ImportError(MMCV_OPS_FIX.format(cause=e)) from e
+
+
 def apply():
     """Apply every fix; called once on ``import mmvitaccel``.
 
     Set ``MMVITACCEL_NO_COMPAT=1`` to skip them (e.g. to reproduce an
     upstream bug).
     """
+    check_mmcv_ops()
     if os.environ.get('MMVITACCEL_NO_COMPAT') == '1':
         return
     patch_mmaction_drn()

@@ -8,6 +8,7 @@
 #   PYTHON          interpreter used to create it (default: python3.11, else python3)
 #   MMVITACCEL_CACHE  wheel cache outside the repo (default: ~/.cache/mmvitaccel)
 #   MAX_JOBS        parallel compiler jobs for the mmcv build (default: nproc)
+#   MMVITACCEL_PROGRESS_SECONDS  seconds between build progress lines (default: 60)
 #   MMVITACCEL_MMCV_BUILD_CMD  (tests only) a command run in the unpacked mmcv
 #                   source instead of the real `pip wheel`; it must leave a
 #                   wheel in $MMCV_DIST. tests/test_setup_env.py uses it to run
@@ -95,10 +96,10 @@ with_progress() {
     "$@" > "$logf" 2>&1 &
     local pid=$!
     while kill -0 "$pid" 2>/dev/null; do
-        sleep 60 &
+        sleep "${MMVITACCEL_PROGRESS_SECONDS:-60}" &
         wait $! || true
         if kill -0 "$pid" 2>/dev/null; then
-            log "  ... $(( (SECONDS - start) / 60 )) min, compile step $(grep -o '^\[[0-9]*/[0-9]*\]' "$logf" 2>/dev/null | tail -n1 || true)"
+            log "  ... $(( SECONDS - start )) s, compile step $(grep -o '\[[0-9]*/[0-9]*\]' "$logf" 2>/dev/null | tail -n1 || true)"
         fi
     done
     wait "$pid"
