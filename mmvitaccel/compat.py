@@ -28,7 +28,20 @@ this package (never in site-packages) when ``mmvitaccel`` is imported.
    without ``MMCV_WITH_OPS=1``) makes mmdet fail deep inside its import with
    ``No module named 'mmcv._ext'``. :func:`check_mmcv_ops` says so up front
    and names the fix.
+
+4. **mmengine 0.10.7's launchers assume CUDA.** ``_init_dist_pytorch`` and
+   ``_init_dist_slurm`` call ``torch.cuda.set_device`` (the slurm one also
+   divides by ``torch.cuda.device_count()``), and ``Runner.wrap_model``
+   passes ``device_ids=[LOCAL_RANK]`` to DDP, which torch refuses for a CPU
+   module. So ``--launcher pytorch`` or ``slurm`` fails with "Found no NVIDIA
+   driver" on a machine without a GPU, even with ``backend='gloo'``.
+   :func:`allow_cpu_distributed` wraps both initialisers so that, only when
+   no CUDA device exists, ``set_device`` is skipped and ``nccl`` (which
+   needs a GPU) becomes ``gloo`` with a warning, and makes DDP drop
+   ``device_ids`` for a module whose parameters are on the CPU. With a GPU
+   nothing changes.
 """
+import functools
 import importlib
 import importlib.util
 import os
@@ -36,6 +49,7 @@ import os.path as osp
 import pickle
 import sys
 import types
+import warnings
 
 _DRN_PACKAGE = 'mmaction.models.localizers.drn'
 
@@ -187,6 +201,60 @@ def check_mmcv_ops():
         raise ImportError(MMCV_OPS_FIX.format(cause=e)) from e
 
 
+def _cpu_safe_init(init, slurm=False):
+    """Wrap an mmengine ``_init_dist_*`` function so that it works without
+    CUDA (see the module docstring, item 4)."""
+
+    @functools.wraps(init)
+    def wrapper(backend, *args, **kwargs):
+        import torch
+        if torch.cuda.is_available():
+            return init(backend, *args, **kwargs)
+        if backend == 'nccl':
+            warnings.warn("dist_cfg.backend='nccl' needs a CUDA device and "
+                          "none is available; using 'gloo' instead")
+            backend = 'gloo'
+        if slurm:  # else mmengine computes SLURM_PROCID % device_count() == % 0
+            os.environ.setdefault('SLURM_LOCALID', '0')
+        set_device = torch.cuda.set_device
+        torch.cuda.set_device = lambda device: None
+        try:
+            return init(backend, *args, **kwargs)
+        finally:
+            torch.cuda.set_device = set_device
+
+    wrapper._mmvitaccel_cpu_safe = True
+    return wrapper
+
+
+def allow_cpu_distributed():
+    """Make mmengine's ``pytorch`` and ``slurm`` launchers and its DDP
+    wrapper work on machines without CUDA (gloo). Idempotent.
+
+    Returns:
+        bool: True if the wrappers were installed by this call.
+    """
+    from mmengine.dist import utils as dist_utils
+    from mmengine.model import MMDistributedDataParallel
+    if getattr(dist_utils._init_dist_pytorch, '_mmvitaccel_cpu_safe', False):
+        return False
+    dist_utils._init_dist_pytorch = _cpu_safe_init(
+        dist_utils._init_dist_pytorch)
+    dist_utils._init_dist_slurm = _cpu_safe_init(
+        dist_utils._init_dist_slurm, slurm=True)
+    ddp_init = MMDistributedDataParallel.__init__
+
+    @functools.wraps(ddp_init)
+    def __init__(self, module, *args, **kwargs):
+        if kwargs.get('device_ids') and not any(
+                p.is_cuda for p in module.parameters()):
+            kwargs['device_ids'] = None  # torch refuses device ids for CPU modules
+        ddp_init(self, module, *args, **kwargs)
+
+    MMDistributedDataParallel.__init__ = __init__
+    return True
+
+
 def apply():
     """Apply every fix; called once on ``import mmvitaccel``.
 
@@ -198,3 +266,4 @@ def apply():
         return
     patch_mmaction_drn()
     allow_mmengine_checkpoints()
+    allow_cpu_distributed()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Usage: tools/dist_test.sh CONFIG CHECKPOINT GPUS [test.py args...]
+source "$(dirname "$0")/python.sh"
 CONFIG=$1
 CHECKPOINT=$2
 GPUS=$3
@@ -8,8 +9,7 @@ NODE_RANK=${NODE_RANK:-0}
 PORT=${PORT:-29500}
 MASTER_ADDR=${MASTER_ADDR:-"127.0.0.1"}
 
-PYTHONPATH="$(dirname "$0")/..":$PYTHONPATH \
-python -m torch.distributed.run \
+"$PYTHON" -m torch.distributed.run \
     --nnodes=$NNODES --node_rank=$NODE_RANK --master_addr=$MASTER_ADDR \
     --nproc_per_node=$GPUS --master_port=$PORT \
     "$(dirname "$0")/test.py" "$CONFIG" "$CHECKPOINT" --launcher pytorch "${@:4}"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Usage: [GPUS=8] tools/slurm_test.sh PARTITION JOB_NAME CONFIG CHECKPOINT [test.py args...]
+source "$(dirname "$0")/python.sh"
 set -x
 PARTITION=$1
 JOB_NAME=$2
@@ -10,7 +11,6 @@ GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 CPUS_PER_TASK=${CPUS_PER_TASK:-5}
 SRUN_ARGS=${SRUN_ARGS:-""}
 
-PYTHONPATH="$(dirname "$0")/..":$PYTHONPATH \
 srun -p ${PARTITION} \
     --job-name=${JOB_NAME} \
     --gres=gpu:${GPUS_PER_NODE} \
@@ -19,4 +19,4 @@ srun -p ${PARTITION} \
     --cpus-per-task=${CPUS_PER_TASK} \
     --kill-on-bad-exit=1 \
     ${SRUN_ARGS} \
-    python -u "$(dirname "$0")/test.py" ${CONFIG} ${CHECKPOINT} --launcher="slurm" "${@:5}"
+    "$PYTHON" -u "$(dirname "$0")/test.py" ${CONFIG} ${CHECKPOINT} --launcher="slurm" "${@:5}"

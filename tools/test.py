@@ -35,7 +35,7 @@ def main():
         cfg.test_evaluator.append(
             dict(type='DumpResults', out_file_path=args.out))
     if args.tiny:
-        cfg = tinyfy_config(cfg)
+        cfg = tinyfy_config(cfg, cfg_options=args.cfg_options)
     runner = build_runner(cfg)
     runner.test()
 

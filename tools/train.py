@@ -51,7 +51,7 @@ def main():
         cfg.resume = True
         cfg.load_from = args.resume
     if args.tiny:
-        cfg = tinyfy_config(cfg)
+        cfg = tinyfy_config(cfg, cfg_options=args.cfg_options)
     runner = build_runner(cfg)
     runner.train()
 

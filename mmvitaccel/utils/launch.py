@@ -11,7 +11,6 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 
-
 def add_common_args(parser):
     """Add the arguments both tools take.
 
@@ -110,8 +109,30 @@ def enable_amp(cfg):
         wrapper.loss_scale = 'dynamic'
 
 
+def add_checkpoint_check(cfg):
+    """Add :class:`~mmvitaccel.engine.CheckpointCheckHook` to the config's
+    ``custom_hooks`` (in place), with the config's
+    ``checkpoint_check=dict(min_loaded_share=...)`` if given.
+
+    Args:
+        cfg (Config): the config.
+    """
+    hooks = list(cfg.get('custom_hooks') or [])
+    if any(str(h.get('type', '')).split('.')[-1] == 'CheckpointCheckHook'
+           for h in hooks):
+        return
+    options = dict(cfg.get('checkpoint_check') or {})
+    unknown = set(options) - {'min_loaded_share'}
+    if unknown:
+        raise ValueError(f'checkpoint_check takes only min_loaded_share, got '
+                         f'{sorted(unknown)}')
+    hooks.append(dict(type='mmvitaccel.CheckpointCheckHook', **options))
+    cfg.custom_hooks = hooks
+
+
 def build_runner(cfg):
-    """Build the runner the way the upstream tools do.
+    """Build the runner the way the upstream tools do, with checkpoints
+    checked before they load (:func:`add_checkpoint_check`).
 
     Args:
         cfg (Config): the config.
@@ -119,6 +140,7 @@ def build_runner(cfg):
     Returns:
         mmengine.runner.Runner: the runner (``runner_type`` is honoured).
     """
+    add_checkpoint_check(cfg)
     if 'runner_type' not in cfg:
         return Runner.from_cfg(cfg)
     return RUNNERS.build(cfg)

@@ -24,7 +24,15 @@ minutes on a CPU:
 * downloadable weights (any ``scheme://`` in ``init_cfg``, ``pretrained``
   or ``load_from``) are dropped, since nothing can be downloaded at run
   time; local checkpoints are kept;
-* ``RepeatDataset`` wrappers repeat once, so an epoch is one pass.
+* ``RepeatDataset`` wrappers repeat once, so an epoch is one pass;
+* every run is seeded (``randomness.seed=0`` where the recipe leaves it
+  ``None``, as the mmpretrain bases do) and gets a
+  :class:`~mmvitaccel.engine.StepSeedHook`, so that a killed run resumed
+  with ``--resume`` ends with the same weights as an uninterrupted one.
+
+Explicit ``--cfg-options`` win over the overlay: the tools pass them as
+``cfg_options`` and they are applied again after it, so that e.g.
+``default_hooks.checkpoint.interval=1`` keeps a checkpoint per epoch.
 
 Options come from the keyword arguments and the config's ``tiny`` dict
 (keyword arguments win), e.g. ``--cfg-options tiny.max_epochs=4``:
@@ -340,11 +348,28 @@ def _cpu_optim_wrapper(cfg):
             wrapper.pop(key, None)
 
 
-def tinyfy_config(cfg, **overrides):
+def _seed_every_run(cfg):
+    """Seed the run and make its random streams resumable (in place)."""
+    randomness = dict(cfg.get('randomness') or {})
+    if randomness.get('seed') is None:
+        randomness['seed'] = 0
+    cfg.randomness = randomness
+    hooks = list(cfg.get('custom_hooks') or [])
+    if not any(str(h.get('type', '')).split('.')[-1] == 'StepSeedHook'
+               for h in hooks):
+        hooks.append(dict(type='mmvitaccel.StepSeedHook'))
+    cfg.custom_hooks = hooks
+
+
+def tinyfy_config(cfg, cfg_options=None, **overrides):
     """Return a copy of ``cfg`` that runs on tiny data at CPU scale.
 
     Args:
         cfg (Config): a loaded config (any of the four toolboxes).
+        cfg_options (dict, optional): the user's explicit ``--cfg-options``
+            (already merged into ``cfg``); they are merged again after the
+            overlay so that they win over it. ``tiny.*`` keys are the
+            overlay's own options and are not re-applied.
         **overrides: options of the overlay; they take precedence over the
             config's ``tiny`` dict. See the module docstring for the keys.
 
@@ -419,10 +444,13 @@ def tinyfy_config(cfg, **overrides):
     vis = (cfg.get('default_hooks') or {}).get('visualization')
     if vis:
         vis['draw'] = False
-    if cfg.get('randomness') is None:
-        cfg.randomness = dict(seed=0)
+    _seed_every_run(cfg)
     cfg.env_cfg = ConfigDict(cfg.get('env_cfg') or {})
     cfg.env_cfg['cudnn_benchmark'] = False
     opts['applied'] = True
     cfg.tiny = opts
+    explicit = {k: v for k, v in (cfg_options or {}).items()
+                if k != 'tiny' and not k.startswith('tiny.')}
+    if explicit:
+        cfg.merge_from_dict(copy.deepcopy(explicit))
     return cfg

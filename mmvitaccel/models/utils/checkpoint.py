@@ -24,6 +24,13 @@ checkpoint did and did not provide: *new* (parameters the method adds,
 expected to be absent), *missing* (expected but absent), *unused* (in the
 checkpoint, not in the model; e.g. the position tables of blocks that became
 cross-attention) and *mismatched* (same name, different shape; skipped).
+
+A checkpoint of the wrong model is refused rather than "loaded" with a
+handful of tensors: when less than ``min_loaded_share`` (default
+:data:`MIN_LOADED_SHARE`) of the tensors the model expects from its host
+load, :func:`load_with_report` raises and names what the checkpoint appears
+to be (:func:`describe_checkpoint`). ``init_cfg=dict(type='Pretrained',
+checkpoint=..., min_loaded_share=0)`` opts out.
 """
 from collections import OrderedDict
 
@@ -173,8 +180,81 @@ def deit_state_dict(checkpoint):
     return state_dict
 
 
-def load_with_report(module, state_dict, new_prefixes=(), logger=None):
-    """Load ``state_dict`` non-strictly and report what happened.
+#: the least share of a model's expected tensors a checkpoint must provide
+MIN_LOADED_SHARE = 0.5
+
+#: (keys that must all be present, description), first match wins; keys are
+#: looked up after a ``backbone.`` prefix is removed
+_LAYOUTS = (
+    (('stages.0.blocks.0.attn.w_msa.qkv.weight', ),
+     'a Swin (mmdet/mmseg/mmpretrain names)'),
+    (('layers.0.blocks.0.attn.qkv.weight', 'patch_embed.proj.weight'),
+     'a Swin or Video Swin (official/mmaction names)'),
+    (('blocks.0.attn.qkv.weight', 'cls_token'),
+     'a ViT/DeiT (official/timm names)'),
+    (('layers.0.attn.qkv.weight', 'cls_token'),
+     'a ViT/DeiT (mmpretrain names)'),
+    (('patch_embed1.proj.weight', 'block1.0.attn.q.weight'),
+     'a PVTv2 (official names)'),
+    (('layers.0.0.projection.weight', ), 'a PVT/PVTv2 (mmdet/mmpretrain names)'),
+    (('layer1.0.conv1.weight', ), 'a ResNet'),
+)
+
+#: whole-model prefixes -> what kind of model holds the backbone
+_CONTAINERS = (('roi_head.', 'detector'), ('bbox_head.', 'detector'),
+               ('decode_head.', 'segmentor'), ('cls_head.', 'video recognizer'),
+               ('head.', 'classifier'))
+
+
+def describe_checkpoint(state_dict):
+    """What a state dict appears to hold, for error messages.
+
+    Args:
+        state_dict (dict): ``{name: tensor}``, bare or whole-model.
+
+    Returns:
+        str: e.g. ``'a ViT/DeiT (mmpretrain names), embed dims 384, 12
+        blocks, in a classifier (152 tensors)'``.
+    """
+    keys = list(state_dict)
+    body = {k[len('backbone.'):]: v for k, v in state_dict.items()
+            if k.startswith('backbone.')} or dict(state_dict)
+    kind = next((desc for need, desc in _LAYOUTS
+                 if all(k in body for k in need)), None)
+    if kind is None:
+        shown = ', '.join(keys[:4]) + (', ...' if len(keys) > 4 else '')
+        return f'an unrecognised model ({len(keys)} tensors: {shown})'
+    details = []
+    for name, dim in (('cls_token', -1), ('patch_embed.projection.weight', 0),
+                      ('patch_embed.proj.weight', 0)):
+        if name in body and hasattr(body[name], 'shape'):
+            details.append(f'embed dims {body[name].shape[dim]}')
+            break
+    for prefix in ('blocks.', 'layers.'):
+        if f'{prefix}0.attn.qkv.weight' in body:
+            depth = len({k.split('.')[1] for k in body if k.startswith(prefix)})
+            details.append(f'{depth} blocks')
+    container = next((c for prefix, c in _CONTAINERS
+                      if any(k.startswith(prefix) for k in keys)
+                      and any(k.startswith('backbone.') for k in keys)), None)
+    if container:
+        details.append(f'in a {container}')
+    return ', '.join([kind] + details) + f' ({len(keys)} tensors)'
+
+
+def _min_share(module, min_share):
+    if min_share is not None:
+        return min_share
+    init_cfg = getattr(module, 'init_cfg', None)
+    if isinstance(init_cfg, dict) and 'min_loaded_share' in init_cfg:
+        return init_cfg['min_loaded_share']
+    return MIN_LOADED_SHARE
+
+
+def load_with_report(module, state_dict, new_prefixes=(), logger=None,
+                     min_share=None):
+    """Load ``state_dict`` non-strictly and report what happened; refuse a
+    checkpoint that provides too little of the model.
 
     Args:
         module (nn.Module): the model.
@@ -182,11 +262,24 @@ def load_with_report(module, state_dict, new_prefixes=(), logger=None):
         new_prefixes (Sequence[str]): name prefixes of parameters the
             method adds (not expected in a checkpoint of the host).
         logger (MMLogger, optional): where the report goes.
+        min_share (float, optional): the least share of the expected
+            tensors (all but the new ones) that must load, in ``[0, 1]``;
+            None: ``module.init_cfg['min_loaded_share']`` if given, else
+            :data:`MIN_LOADED_SHARE`.
 
     Returns:
         dict: lists of keys under ``loaded``, ``new``, ``missing``,
         ``unused`` and ``mismatched``.
+
+    Raises:
+        ValueError: when fewer than ``min_share`` of the expected tensors
+            load (nothing is loaded then), naming what the checkpoint
+            appears to be; or for a ``min_share`` outside ``[0, 1]``.
     """
+    min_share = _min_share(module, min_share)
+    if not isinstance(min_share, (int, float)) or not 0 <= min_share <= 1:
+        raise ValueError(f'min_loaded_share must be a number in [0, 1], '
+                         f'got {min_share!r}')
     own = module.state_dict()
     loadable = OrderedDict()
     report = dict(loaded=[], new=[], missing=[], unused=[], mismatched=[])
@@ -204,6 +297,18 @@ def load_with_report(module, state_dict, new_prefixes=(), logger=None):
         if key not in loadable:
             kind = 'new' if key.startswith(tuple(new_prefixes)) else 'missing'
             report[kind].append(key)
+    expected = len(report['loaded']) + len(report['missing']) + len(
+        report['mismatched'])
+    share = len(report['loaded']) / expected if expected else 1.0
+    if share < min_share:
+        raise ValueError(
+            f'{type(module).__name__}: the checkpoint provides '
+            f'{len(report["loaded"])} of the {expected} tensors this model '
+            f'expects from it ({share:.0%}, at least {min_share:.0%} needed; '
+            f'{len(report["mismatched"])} have other shapes), so it is not '
+            f'a checkpoint of this model. It looks like '
+            f'{describe_checkpoint(state_dict)}. Check the checkpoint, or '
+            f'set init_cfg.min_loaded_share=0 to load it anyway.')
     module.load_state_dict(loadable, strict=False)
     logger = logger or MMLogger.get_current_instance()
     logger.info(f'{type(module).__name__}: loaded {len(report["loaded"])} '
