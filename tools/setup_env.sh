@@ -127,7 +127,12 @@ if ! have_mmcv; then
         export MMCV_DIST="$BUILD/dist"
         BUILD_CMD=("${PIP[@]}" wheel -v --no-build-isolation --no-deps . -w "$MMCV_DIST")
         if [ -n "${MMVITACCEL_MMCV_BUILD_CMD:-}" ]; then BUILD_CMD=(bash -c "$MMVITACCEL_MMCV_BUILD_CMD"); fi
+        # -g0: no debug information. The interpreter's flags carry -g, and
+        # debug information for mmcv's template-heavy ops doubles the compile
+        # time (deform_conv.cpp: 189/245 s with -g, 92/107 s with -g0,
+        # interleaved on 2 busy cores); the wheel is also smaller.
         (cd "$SRC" && MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}" \
+            CFLAGS="${CFLAGS:-} -g0" CXXFLAGS="${CXXFLAGS:-} -g0" \
             with_progress "$BUILD/build.log" "${BUILD_CMD[@]}") \
             || { tail -n 50 "$BUILD/build.log"; echo "[setup] the mmcv build failed; full log above" >&2; exit 1; }
         BUILT="$(ls "$MMCV_DIST"/mmcv-*.whl)"
