@@ -6,15 +6,12 @@ one. Shapes are tiny; every tensor comes from a seeded generator drawn by
 hypothesis, so a failure is reproduced from the seed it prints."""
 import math
 
-import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-hypothesis = pytest.importorskip('hypothesis')
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from mmvitaccel.ops import (GLAD, asvit_score, batch_mean_keep_mask,  # noqa
+from mmvitaccel.ops import (GLAD, asvit_score, batch_mean_keep_mask,
                             gather_tokens, kept_indices, mass_keep_mask,
                             masked_attention, neighbourhood_mask,
                             neighbourhood_windows, pad_kept_tokens,
