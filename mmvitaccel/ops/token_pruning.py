@@ -334,9 +334,10 @@ def kept_indices(keep):
         keep (Tensor): ``(B, N)`` bool.
 
     Returns:
-        tuple[Tensor, Tensor]: ``(B, K_max)`` indices (padding repeats the
-        last index of the row's valid ones, or 0) and ``(B, K_max)`` bool
-        validity; ``K_max`` is the largest count.
+        tuple[Tensor, Tensor]: ``(B, K_max)`` indices (padding takes the
+        row's pruned positions, ascending, so that a row's indices are
+        distinct) and ``(B, K_max)`` bool validity; ``K_max`` is the largest
+        count (at least 1).
     """
     counts = keep.sum(dim=-1)
     k_max = max(1, int(counts.max().item()))

@@ -86,6 +86,22 @@ class HViTDeiT(HViTHostMixin, VisionTransformer):
         if self.frozen_stages > 0:  # upstream froze the replaced layers
             self._freeze_stages()
 
+    def train(self, mode=True):
+        """Set the mode, keeping the frozen layers (``frozen_stages``) in
+        eval mode: upstream ViT freezes them once, in ``__init__``, and a
+        later ``.train()`` would let their cFFN BatchNorm statistics move.
+
+        Args:
+            mode (bool): Training mode.
+
+        Returns:
+            HViTDeiT: ``self``.
+        """
+        super().train(mode)
+        if mode and self.frozen_stages > 0:
+            self._freeze_stages()
+        return self
+
     #: reads official / mmpretrain DeiT checkpoints
     read_host_checkpoint = staticmethod(deit_state_dict)
 

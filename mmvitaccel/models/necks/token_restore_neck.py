@@ -60,6 +60,7 @@ class TokenRestoreNeck(nn.Module):
             tuple[Tensor]: ``(B, C, s H, s W)`` per scale ``s``.
         """
         if len(inputs) != len(self.rescales):
-            raise ValueError(f'{len(self.rescales)} backbone outputs '
-                             f'expected (one per rescale), got {len(inputs)}')
+            raise ValueError(f'inputs: {len(self.rescales)} backbone '
+                             f'outputs expected (one per entry of rescales), '
+                             f'got {len(inputs)}')
         return self.pyramid([self.restore(f) for f in inputs])
