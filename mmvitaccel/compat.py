@@ -38,8 +38,9 @@ this package (never in site-packages) when ``mmvitaccel`` is imported.
    :func:`allow_cpu_distributed` wraps both initialisers so that, only when
    no CUDA device exists, ``set_device`` is skipped and ``nccl`` (which
    needs a GPU) becomes ``gloo`` with a warning, and makes DDP drop
-   ``device_ids`` for a module whose parameters are on the CPU. With a GPU
-   nothing changes.
+   ``device_ids`` for a module whose parameters are on the CPU, where it
+   also turns SyncBatchNorm (which torch runs on GPUs only; mmdet's Cascade
+   heads use it) into BatchNorm with a warning. With a GPU nothing changes.
 """
 import functools
 import importlib
@@ -234,8 +235,10 @@ def allow_cpu_distributed():
     Returns:
         bool: True if the wrappers were installed by this call.
     """
+    import torch
     from mmengine.dist import utils as dist_utils
-    from mmengine.model import MMDistributedDataParallel
+    from mmengine.model import (MMDistributedDataParallel,
+                                revert_sync_batchnorm)
     if getattr(dist_utils._init_dist_pytorch, '_mmvitaccel_cpu_safe', False):
         return False
     dist_utils._init_dist_pytorch = _cpu_safe_init(
@@ -246,9 +249,12 @@ def allow_cpu_distributed():
 
     @functools.wraps(ddp_init)
     def __init__(self, module, *args, **kwargs):
-        if kwargs.get('device_ids') and not any(
-                p.is_cuda for p in module.parameters()):
+        if not any(p.is_cuda for p in module.parameters()):
             kwargs['device_ids'] = None  # torch refuses device ids for CPU modules
+            if any(isinstance(m, torch.nn.SyncBatchNorm) for m in module.modules()):
+                warnings.warn('SyncBatchNorm needs CUDA: on the CPU its layers '
+                              'run as BatchNorm, with per-process statistics')
+                module = revert_sync_batchnorm(module)
         ddp_init(self, module, *args, **kwargs)
 
     MMDistributedDataParallel.__init__ = __init__

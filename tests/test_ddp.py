@@ -14,6 +14,7 @@ from mmengine.config import Config
 
 import mmvitaccel  # noqa: F401
 from mmvitaccel import compat
+from mmvitaccel.utils.tiny import tinyfy_config
 
 from .utils import REPO, TINY_MODELS
 
@@ -184,7 +185,7 @@ def test_two_processes_match_one_for_detection(tmp_path, tiny_data_dir):
     cfg = _det_config(tmp_path)
     init_default_scope('mmdet')
     torch.manual_seed(0)
-    model = MODELS.build(cfg.model)
+    model = MODELS.build(tinyfy_config(cfg, data_root=str(tiny_data_dir)).model)
     model.init_weights()
     init = {k: v.clone() for k, v in model.state_dict().items()}
     torch.save(dict(state_dict=init, meta=dict()), tmp_path / 'init.pth')
