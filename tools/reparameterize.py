@@ -77,7 +77,11 @@ def main(argv=None):
                          '(model.backbone.deploy=False): CKPT holds the '
                          'training branches')
     model = build(cfg)
-    load_checkpoint(model, args.checkpoint, map_location='cpu', strict=True)
+    # one load, under torch's weights_only default (plain data and the
+    # mmengine classes mmvitaccel.compat allows; a checkpoint that would run
+    # code when unpickled is refused); its meta goes into the deploy one
+    ckpt = load_checkpoint(model, args.checkpoint, map_location='cpu',
+                           strict=True)
     model.eval()
     x = torch.randn(*args.check_shape)
     backbone = getattr(model, 'backbone', model)
@@ -88,8 +92,7 @@ def main(argv=None):
     diff = max((a - b).abs().max().item() for a, b in zip(before, after))
     print(f'folded {folded} cFFN branch sets; max |output difference| on a '
           f'random {tuple(x.shape)} batch: {diff:.3g}')
-    ckpt = torch.load(args.checkpoint, map_location='cpu', weights_only=False)
-    meta = dict(ckpt.get('meta', {}) if isinstance(ckpt, dict) else {})
+    meta = dict(ckpt.get('meta') or {} if isinstance(ckpt, dict) else {})
     meta.update(reparameterized_from=args.checkpoint, deploy=True)
     torch.save(dict(state_dict=model.state_dict(), meta=meta), args.out)
     print(f'saved {args.out}; evaluate it with --cfg-options '

@@ -25,7 +25,7 @@ from mmengine.logging import MMLogger
 from ...ops import check_init_mode, init_static_logits
 from ...registry import MODELS
 from ..layers import StaticShiftWindowMSA
-from ..utils import load_with_report, swin_state_dict
+from ..utils import check_in_channels, load_with_report, swin_state_dict
 from .stvit_swin import SWIN_ARCHS
 
 #: the paper's P (static blocks) per Swin size
@@ -206,4 +206,5 @@ class DGSSASwinTransformer(SwinTransformer):
             tuple[Tensor]: NCHW maps of ``out_indices`` (mmdet's Swin
             returns a list; a tuple also suits mmpretrain's necks).
         """
+        check_in_channels(x, self.patch_embed.projection.in_channels, 4)
         return tuple(super().forward(x))

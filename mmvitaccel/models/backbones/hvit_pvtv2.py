@@ -9,7 +9,7 @@ from mmdet.models.backbones.pvt import PyramidVisionTransformerV2
 
 from ...registry import MODELS
 from ..layers import HallucinatedSRA, compact_ffn, resolve_hmhsa_stages
-from ..utils import pvtv2_state_dict
+from ..utils import check_in_channels, pvtv2_state_dict
 from .hvit_base import HViTHostMixin, resolve_layers
 
 #: PVTv2 sizes (whai362/PVT): per-stage widths are embed_dims * num_heads
@@ -39,6 +39,12 @@ class HViTPyramidVisionTransformerV2(HViTHostMixin,
     PVTv2 heads are ``[1, 2, 5, 8]``: stages 1 and 3 (1 and 5 heads) cannot
     halve their maps, so ``hmhsa=True`` puts hMHSA in stages 2 and 4
     (0-based 1 and 3) and a list naming an odd-head stage is refused.
+
+    Input sizes: as upstream, every stage's token map must be at least its
+    ``sr_ratio`` on each side (the spatial-reduction conv's kernel), e.g.
+    29 px with the default strides and ``sr_ratios=[8, 4, 2, 1]``; a
+    smaller input, which upstream fails on inside the conv, is refused with
+    the minimum size (:meth:`min_input_size`).
 
     Args:
         arch (str): ``'b0'`` .. ``'b5'``; explicit ``embed_dims``,
@@ -101,13 +107,71 @@ class HViTPyramidVisionTransformerV2(HViTHostMixin,
     #: reads official (whai362) / mmdet PVTv2 checkpoints
     read_host_checkpoint = staticmethod(pvtv2_state_dict)
 
+    def stage_shapes(self, hw_shape):
+        """The token map ``(H_i, W_i)`` of each stage for an input size.
+
+        Args:
+            hw_shape (tuple[int, int]): The input ``(H, W)``.
+
+        Returns:
+            list[tuple[int, int]]: One per stage, as its patch embedding
+            (a strided conv, optionally adaptively padded) gives it.
+        """
+        shapes = []
+        for patch_embed, _, _ in self.layers:
+            padding = getattr(patch_embed, 'adap_padding', None)  # mmdet's
+            if padding is not None:
+                pad = padding.get_pad_shape(hw_shape)
+                hw_shape = tuple(n + p for n, p in zip(hw_shape, pad))
+            conv = patch_embed.projection
+            hw_shape = tuple(
+                (n + 2 * p - d * (k - 1) - 1) // s + 1
+                for n, k, s, p, d in zip(hw_shape, conv.kernel_size,
+                                         conv.stride, conv.padding,
+                                         conv.dilation))
+            shapes.append(hw_shape)
+        return shapes
+
+    def _fits(self, hw_shape):
+        """Whether every stage map is at least its ``sr_ratio`` a side."""
+        return all(
+            min(shape) >= max(sr, 1)
+            for shape, sr in zip(self.stage_shapes(hw_shape), self.sr_ratios))
+
+    def min_input_size(self, limit=4096):
+        """The smallest input side every stage accepts (``limit`` if none
+        up to it does)."""
+        return next((n for n in range(1, limit) if self._fits((n, n))),
+                    limit)
+
+    def check_input_size(self, hw_shape):
+        """Raise a clear ``ValueError`` for an input too small for the
+        spatial reductions (upstream fails inside the conv).
+
+        Args:
+            hw_shape (tuple[int, int]): The input ``(H, W)``.
+        """
+        for i, (shape, sr) in enumerate(
+                zip(self.stage_shapes(hw_shape), self.sr_ratios)):
+            if min(shape) < max(sr, 1):
+                raise ValueError(
+                    f'input {hw_shape[0]}x{hw_shape[1]} gives stage {i} a '
+                    f'{shape[0]}x{shape[1]} token map, smaller than its '
+                    f'sr_ratio {sr} (the spatial-reduction kernel); with '
+                    f'sr_ratios={list(self.sr_ratios)} PVTv2 (upstream '
+                    f'too) needs inputs of at least '
+                    f'{self.min_input_size()} px a side')
+
     def forward(self, x):
         """
         Args:
-            x (Tensor): Images ``(B, 3, H, W)``.
+            x (Tensor): Images ``(B, 3, H, W)``, each side at least
+                :meth:`min_input_size` (29 px by default).
 
         Returns:
             tuple[Tensor]: ``(B, C_i, H_i, W_i)`` maps of ``out_indices``
             (a tuple, which mmpretrain's pooling neck requires).
         """
+        check_in_channels(x, self.layers[0][0].projection.in_channels, 4)
+        self.check_input_size(tuple(x.shape[-2:]))
         return tuple(super().forward(x))

@@ -11,6 +11,7 @@ from mmengine.model import ModuleList
 from ...ops import pad_to_multiple, window_reverse
 from ...registry import MODELS
 from ..layers import MaskedWindowSwinBlock
+from ..utils import check_in_channels, check_int
 from .stvit_swin import SemanticSwinBlockSequence, SemanticSwinTransformer
 
 #: roles of the 6 blocks of a dumbbell unit
@@ -127,8 +128,9 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
             needs a depth that is a multiple of 6; 0: plain Swin.
         semantic_window (int): ``w_s``; 3 (9 tokens per window), as the
             paper uses for detection and segmentation.
-        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2; the
-            authors' detection code uses 14 and 21.
+        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2, each
+            at least the window size, ``k1 <= k2``; the authors' detection
+            code uses 14 and 21.
         recovery_window (int): semantic neighbourhood of each image window
             in the recovery block; 27 in the authors' detection code.
         pooling (str): initial centres: ``'max'`` (the authors'), ``'avg'``
@@ -151,11 +153,11 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
                  global_centres=False,
                  mask_padding=True,
                  **kwargs):
-        if recovery_window < semantic_window:
-            raise ValueError(f'recovery_window {recovery_window} is smaller '
-                             f'than semantic_window {semantic_window}')
         super().__init__(arch, dumbbell_stage, semantic_window, key_windows,
                          pooling, **kwargs)
+        check_int('recovery_window', recovery_window, low=semantic_window,
+                  hint='semantic tokens per side of the region each image '
+                  'window attends to, at least semantic_window')
         self.dumbbell_stage = dumbbell_stage
         stage = self.stages[dumbbell_stage]
         depth = len(stage.blocks)
@@ -207,4 +209,5 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
             ``out_indices`` (a tuple, which mmpretrain's necks need; mmdet
             and mmseg take it too).
         """
+        check_in_channels(x, self.patch_embed.projection.in_channels, 4)
         return tuple(super().forward(x))

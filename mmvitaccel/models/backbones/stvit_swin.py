@@ -31,7 +31,8 @@ from ...ops import (IntraInterPooling, check_pooling, mask_or_none,
                     window_reverse)
 from ...registry import MODELS
 from ..layers import CrossAttentionSwinBlock
-from ..utils import load_with_report, swin_state_dict
+from ..utils import (check_in_channels, check_int, check_int_pair,
+                     load_with_report, swin_state_dict)
 
 #: embed_dims, depths, num_heads of the Swin sizes
 SWIN_ARCHS = {
@@ -61,6 +62,40 @@ def resolve_stgm_index(arch, stgm_index, move_stgm):
     if arch not in STGM_INDEX:  # None for a dict arch
         raise ValueError('stgm_index is needed with a custom arch')
     return STGM_INDEX[arch][int(move_stgm)]
+
+
+def check_semantic_windows(semantic_window, key_windows, window):
+    """Check the STGM sizes of a Swin with ``window x window`` windows.
+
+    Args:
+        semantic_window (int): ``w_s``, in ``1 .. window`` (adaptive pooling
+            bins of the window; it need not divide it).
+        key_windows (tuple[int, int]): ``(k1, k2)``, each ``>= window``
+            (a region around the window, the window included) and
+            ``k1 <= k2``: STGM-2 refines STGM-1's tokens over a context at
+            least as wide (the paper's 10 -> 14, the authors' 14 -> 21).
+        window (int): the Swin window side ``w``.
+
+    Returns:
+        tuple[int, tuple[int, int]]: ``semantic_window`` and ``key_windows``.
+
+    Raises:
+        TypeError: a float ``semantic_window``, or ``key_windows`` not a
+            list/tuple of ints (e.g. a bare int).
+        ValueError: sizes out of range, or ``k1 > k2``.
+    """
+    semantic_window = check_int(
+        'semantic_window', semantic_window, 1, window,
+        hint=f'semantic tokens per side of a {window}x{window} window')
+    key_windows = check_int_pair(
+        'key_windows', key_windows, low=window, example=(10, 14),
+        hint='the region sides (k1, k2) of STGM-1 and STGM-2, at least '
+        'the window size')
+    if key_windows[0] > key_windows[1]:
+        raise ValueError(f'key_windows must not decrease: STGM-2 attends to '
+                         f'a region at least as large as STGM-1 (k1 <= k2, '
+                         f'e.g. (10, 14)), got {key_windows}')
+    return semantic_window, key_windows
 
 
 def check_stgm_fits(stgm_index, depth, stage):
@@ -331,8 +366,11 @@ class SemanticSwinTransformer(SwinTransformer):
             ``embed_dims``, ``depths`` and ``num_heads``; None keeps the
             explicit ones.
         semantic_stage (int): the stage with semantic tokens.
-        semantic_window (int): ``w_s``, semantic tokens per window side.
-        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2.
+        semantic_window (int): ``w_s``, semantic tokens per window side,
+            in ``1 .. window_size``.
+        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2, each
+            at least ``window_size``, not decreasing
+            (:func:`check_semantic_windows`).
         pooling (str): ``'max'``, ``'avg'`` or ``'intra_inter'``.
         **kwargs: the arguments of mmdet's ``SwinTransformer``.
     """
@@ -353,12 +391,7 @@ class SemanticSwinTransformer(SwinTransformer):
             raise ValueError(f'semantic stage {semantic_stage} does not '
                              f'exist in depths {tuple(cfg["depths"])}')
         check_pooling(pooling)
-        if not 1 <= semantic_window <= window:
-            raise ValueError(f'semantic_window must be in 1..{window} (the '
-                             f'window size), got {semantic_window}')
-        if len(key_windows) != 2 or min(key_windows) < window:
-            raise ValueError(f'key_windows must be two sizes >= the window '
-                             f'size {window}, got {key_windows}')
+        check_semantic_windows(semantic_window, key_windows, window)
         super().__init__(**kwargs)
         self.swin_cfg = cfg
         self.semantic_stage = semantic_stage
@@ -449,8 +482,9 @@ class STViTSwinTransformer(SemanticSwinTransformer):
         move_stgm (bool): use the "move STGM" default.
         semantic_window (int): ``w_s``; 3 (9 tokens per window) by
             default, 2 (4 tokens) as the paper's option.
-        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2; the
-            paper's 10 and 14 for classification.
+        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2, each
+            at least the window size, ``k1 <= k2``; the paper's 10 and 14
+            for classification.
         pooling (str): initial centres: ``'max'`` (the authors'), ``'avg'``
             or ``'intra_inter'`` (the paper's learnable pooling).
         global_centres (bool): learnable ``G`` added to the STGM-2 queries;
@@ -531,6 +565,7 @@ class STViTSwinTransformer(SemanticSwinTransformer):
             tuple[Tensor]: for each of ``out_indices``, ``(B, C_i)``
             (``out_type='avg'``) or ``(B, C_i, H_i, W_i)``.
         """
+        check_in_channels(x, self.patch_embed.projection.in_channels, 4)
         x, hw_shape = self.patch_embed(x)
         if self.use_abs_pos_embed:
             x = x + self.absolute_pos_embed

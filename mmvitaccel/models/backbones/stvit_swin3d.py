@@ -24,10 +24,11 @@ from mmengine.model import BaseModule, ModuleList
 from ...ops import check_pooling, pad_to_multiple, window_reverse
 from ...registry import MODELS
 from ..layers import cross_attention, project_key_values
-from ..utils import load_with_report, video_swin_state_dict
+from ..utils import (check_in_channels, load_with_report,
+                     video_swin_state_dict)
 from .stvit_swin import (SemanticGlobalBlockSequence,
-                         SemanticSwinBlockSequence, check_stgm_fits,
-                         resolve_stgm_index)
+                         SemanticSwinBlockSequence, check_semantic_windows,
+                         check_stgm_fits, resolve_stgm_index)
 
 
 class CrossAttentionSwinBlock3D(SwinTransformerBlock3D):
@@ -190,7 +191,8 @@ class STViTSwinTransformer3D(SwinTransformer3D):
         move_stgm (bool): use the "move STGM" default.
         semantic_window (int): ``w_s``, 3 (9 tokens per window and frame).
         key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2, per
-            frame; 10 and 14 as in classification.
+            frame, each at least the spatial window, ``k1 <= k2``; 10 and
+            14 as in classification.
         pooling (str): ``'max'``, ``'avg'`` or ``'intra_inter'``.
         global_centres (bool): learnable ``G`` on the STGM-2 queries.
         **kwargs: the arguments of mmaction2's ``SwinTransformer3D``
@@ -221,12 +223,7 @@ class STViTSwinTransformer3D(SwinTransformer3D):
             raise ValueError(f'the spatial window must be square, got '
                              f'{window_3d}')
         window = window_3d[1]
-        if not 1 <= semantic_window <= window:
-            raise ValueError(f'semantic_window must be in 1..{window} (the '
-                             f'window size), got {semantic_window}')
-        if len(key_windows) != 2 or min(key_windows) < window:
-            raise ValueError(f'key_windows must be two sizes >= the window '
-                             f'size {window}, got {key_windows}')
+        check_semantic_windows(semantic_window, key_windows, window)
         super().__init__(arch, **kwargs)
         if not 0 <= semantic_stage < self.num_layers:
             raise ValueError(f'semantic stage {semantic_stage} does not '
@@ -362,6 +359,7 @@ class STViTSwinTransformer3D(SwinTransformer3D):
             ``out_indices`` (a single tensor when there is one, as
             upstream).
         """
+        check_in_channels(x, self.patch_embed.proj.in_channels, 5)
         x = self.pos_drop(self.patch_embed(x))
         valid = None
         outs = []

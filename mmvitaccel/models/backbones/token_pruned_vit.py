@@ -13,6 +13,7 @@ needed (to score) or a mask must enter its softmax, the layer's own ``ln1``,
 other layer is called as it is. mmpretrain DeiT/ViT checkpoints load without
 conversion (the only new parameter is AS-ViT's ``thresholds``).
 """
+from numbers import Real
 from typing import NamedTuple
 
 import torch
@@ -26,7 +27,7 @@ from ...ops import (BATCH_MODES, MASK_MODES, SCORERS, SELECTORS, asvit_score,
                     restore_tokens, threshold_keep_mask, tis_score,
                     topk_keep_mask, value_keep_counts, vit_layer_flops)
 from ...registry import MODELS
-from ..utils import embed_tokens
+from ..utils import as_int_tuple, check_finite, embed_tokens
 from .stvit_deit import DEIT_ARCHS
 
 EXECUTIONS = ('mask', 'drop')
@@ -182,16 +183,19 @@ class TokenPrunedVisionTransformer(VisionTransformer):
             (or ``'tiny'``/``'small'``/``'base'``, read as DeiT), any arch of
             ``VisionTransformer``, or a dict with ``embed_dims``,
             ``num_layers``, ``num_heads``, ``feedforward_channels``.
-        prune_before (Sequence[int]): 0-based layers before which tokens are
-            selected, increasing, each in ``1 .. num_layers - 1``; ``(3, )``
-            is SaiT-S (TIS of the third layer), ``(4, 7, 10)`` AS-ViT.
+        prune_before (int | Sequence[int]): 0-based layers before which
+            tokens are selected, increasing, each in ``1 .. num_layers - 1``
+            (an int is one location); ``(3, )`` is SaiT-S (TIS of the third
+            layer), ``(4, 7, 10)`` AS-ViT.
         scorer (str): ``'tis'``, ``'asvit'`` or ``'cls'``.
         selector (str): ``'value'``, ``'mass'`` or ``'threshold'``.
         density (float): ``rho`` of the value selector, in ``(0, 1]``,
             applied to the tokens alive at each location.
         mass_threshold (float): ``M_th`` of the mass selector, in ``(0, 1]``.
-        thresholds (Sequence[float]): initial ``theta`` per location for
-            the threshold selector (learnable); AS-ViT: 0.001, 0.002, 0.003.
+        thresholds (float | Sequence[float]): initial ``theta`` per
+            location for the threshold selector (learnable; a number is one
+            location), finite (a NaN would prune every patch; refused here
+            and in a loaded state dict); AS-ViT: 0.001, 0.002, 0.003.
         tau (float): the sigmoid temperature of the threshold selector.
         mask_mode (str): ``'logits'`` or ``'policy'``, see above.
         train_execution (str): ``'mask'`` or ``'drop'`` while training;
@@ -244,7 +248,7 @@ class TokenPrunedVisionTransformer(VisionTransformer):
             raise ValueError('token pruning scores with the class token; '
                              'with_cls_token=False is not supported')
         super().__init__(arch=arch, out_type=out_type, **kwargs)
-        prune_before = tuple(int(i) for i in prune_before)
+        prune_before = as_int_tuple('prune_before', prune_before)
         if not prune_before or list(prune_before) != sorted(
                 set(prune_before)) or not all(
                     1 <= i < self.num_layers for i in prune_before):
@@ -264,7 +268,9 @@ class TokenPrunedVisionTransformer(VisionTransformer):
         #: by a classifier that distils the scores in dense epochs)
         self.always_score = False
         if selector == 'threshold':
-            thresholds = tuple(float(t) for t in thresholds)
+            if isinstance(thresholds, Real):
+                thresholds = (thresholds, )
+            thresholds = check_finite('thresholds', thresholds)
             if len(thresholds) != len(prune_before):
                 raise ValueError(
                     f'one threshold per pruning location: {len(prune_before)}'
@@ -278,6 +284,15 @@ class TokenPrunedVisionTransformer(VisionTransformer):
         self.set_pruning(density=density, mass_threshold=mass_threshold,
                          tau=tau)
         self._clear_records()
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """Refuse non-finite learned thresholds (they would prune every
+        patch) before loading them."""
+        key = prefix + 'thresholds'
+        if self.thresholds is not None and key in state_dict:
+            check_finite(f'thresholds (state dict key {key!r})',
+                         state_dict[key])
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     # --- settings ---------------------------------------------------------
 

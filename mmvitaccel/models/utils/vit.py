@@ -2,6 +2,8 @@
 import torch
 from mmpretrain.models.utils import resize_pos_embed
 
+from .checks import check_in_channels
+
 
 def embed_tokens(vit, images):
     """``VisionTransformer``'s input stage: patch embedding, class token (if
@@ -10,12 +12,14 @@ def embed_tokens(vit, images):
 
     Args:
         vit (VisionTransformer): an mmpretrain ViT (or a subclass).
-        images (Tensor): ``(B, 3, H, W)``.
+        images (Tensor): ``(B, 3, H, W)`` (``in_channels`` channels; other
+            counts are refused with a clear error).
 
     Returns:
         tuple[Tensor, tuple[int, int]]: tokens ``(B, E + N, C)`` (``E``
         extra tokens) and the patch grid ``(H / p, W / p)``.
     """
+    check_in_channels(images, vit.patch_embed.projection.in_channels, 4)
     B = images.shape[0]
     x, patch_resolution = vit.patch_embed(images)
     if vit.cls_token is not None:
