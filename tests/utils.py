@@ -285,3 +285,45 @@ TINY_MODELS['configs/pruned_deit_s_upernet_ade20k.py'] = {
     'model.auxiliary_head.in_channels': 64,
     'model.auxiliary_head.channels': 32,
 }
+
+
+def random_readout(outputs, seed=0):
+    """A scalar of the outputs whose gradient reaches every output element:
+    a fixed random projection ``sum(out * R)``, ``R`` standard normal from
+    ``seed``. (``sum()``/``mean()`` of a normalised output, or the sum of
+    squares of a LayerNorm output, is nearly constant: its gradient is zero
+    or rounding noise.)
+
+    Args:
+        outputs (Tensor | Sequence[Tensor]): model outputs, any shapes.
+        seed (int): seed of the projection.
+
+    Returns:
+        Tensor: a scalar.
+    """
+    if isinstance(outputs, torch.Tensor):
+        outputs = (outputs, )
+    g = torch.Generator().manual_seed(seed)
+    return sum((o * torch.randn(o.shape, generator=g, dtype=o.dtype)).sum()
+               for o in outputs)
+
+
+#: below this, a gradient is no evidence that a parameter is used: rounding
+#: noise reaches about 1e-6 in these tiny models, real gradients under
+#: :func:`random_readout` are above 1e-3
+GRAD_FLOOR = 1e-4
+
+
+def assert_clear_gradients(named_parameters, floor=GRAD_FLOOR):
+    """Every parameter has a gradient whose largest entry exceeds ``floor``.
+
+    Args:
+        named_parameters (Iterable[tuple[str, Tensor]]): non-empty.
+        floor (float): smallest accepted ``max |grad|``.
+    """
+    named_parameters = list(named_parameters)
+    assert named_parameters, 'no parameters to check'
+    for name, p in named_parameters:
+        assert p.grad is not None, f'{name}: no gradient'
+        largest = float(p.grad.abs().max())
+        assert largest > floor, f'{name}: max |grad| {largest:.1e}'
