@@ -204,8 +204,60 @@ def tiny_config(config, work_dir, data_root, **tiny_options):
     return tinyfy_config(cfg, data_root=str(data_root), **tiny_options)
 
 
-def train_and_predict_one_batch(cfg):
+def trainable_state(model):
+    """Copies of the parameters that an optimizer may update.
+
+    Returns:
+        dict[str, Tensor]: name -> detached copy, ``requires_grad`` only.
+    """
+    return {n: p.detach().clone() for n, p in model.named_parameters()
+            if p.requires_grad}
+
+
+def parameter_updates(model, before):
+    """Which trainable parameters differ from their copies in ``before``.
+
+    Args:
+        model (nn.Module): the model after some training.
+        before (dict[str, Tensor]): :func:`trainable_state` of it before.
+
+    Returns:
+        dict[str, bool]: name -> changed.
+    """
+    params = dict(model.named_parameters())
+    return {n: not torch.equal(params[n], p) for n, p in before.items()}
+
+
+def assert_updated(updates, share=0.75):
+    """Training changed at least ``share`` of the trainable parameters, and
+    some in every trainable top-level module (backbone, neck, heads...).
+
+    Not all of them: a residual branch that drop path dropped for the whole
+    batch gets a zero gradient (its biases and norms, free of weight decay,
+    stay as they were), and so do the FPN levels of a detector whose anchors
+    all cross the border of a tiny image.
+
+    Args:
+        updates (dict[str, bool]): :func:`parameter_updates`.
+        share (float): smallest accepted share of changed parameters.
+    """
+    unchanged = sorted(n for n, c in updates.items() if not c)
+    assert updates, 'nothing to train'
+    for module in sorted({n.split('.')[0] for n in updates}):
+        assert any(c for n, c in updates.items()
+                   if n.split('.')[0] == module), \
+            f'no parameter of {module} changed'
+    assert len(unchanged) <= (1 - share) * len(updates), \
+        f'{len(unchanged)} of {len(updates)} unchanged: {unchanged}'
+
+
+def train_and_predict_one_batch(cfg, updates=None):
     """One optimizer step and one prediction, as the runner would do them.
+
+    Args:
+        cfg (Config): a runner config (e.g. :func:`tiny_config`).
+        updates (dict, optional): filled by :func:`parameter_updates` of the
+            optimizer step (trainable parameter name -> changed).
 
     Returns:
         tuple: (dict of loss tensors, list of predictions, metrics dict).
@@ -215,7 +267,11 @@ def train_and_predict_one_batch(cfg):
     optim_wrapper = runner.build_optim_wrapper(cfg.optim_wrapper)
     train_loader = runner.build_dataloader(cfg.train_dataloader)
     model.train()
+    before = trainable_state(model)
+    assert before, 'nothing to train'
     losses = model.train_step(next(iter(train_loader)), optim_wrapper)
+    if updates is not None:
+        updates.update(parameter_updates(model, before))
     model.eval()
     test_loader = runner.build_dataloader(cfg.test_dataloader)
     evaluator = runner.build_evaluator(cfg.test_evaluator)
