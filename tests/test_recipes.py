@@ -2,8 +2,13 @@
 import math
 
 import pytest
+import torch
+from mmengine.hooks import Hook
+from mmengine.runner import Runner
 
-from .utils import TINY_MODELS, tiny_config, train_and_predict_one_batch
+from .utils import (TINY_MODELS, assert_updated, parameter_updates,
+                    tiny_config, train_and_predict_one_batch,
+                    trainable_state)
 
 EXPECTED_METRIC = {
     'configs/_base_/swin_s_in1k.py': 'accuracy/top1',
@@ -45,6 +50,10 @@ EXPECTED_METRIC = {
     'configs/pruned_deit_s_upernet_ade20k.py': 'mIoU',
 }
 
+#: recipes with ``custom_hooks``: SaiT's DenseSparseAlternateHook, DeiT-B's
+#: EMAHook
+HOOKED = ('configs/sait_deit_s_m07_in1k.py', 'configs/sait_deit_s_v05_in1k.py',
+          'configs/stvit_deit_b_in1k.py')
 
 # an untrained detector scores below the recipe's threshold; keep its boxes
 # so that the COCO metric has something to evaluate
@@ -66,7 +75,74 @@ PREDICT_ALL = {
 def test_recipe_train_step_and_predict(config, tmp_path, tiny_data_dir):
     cfg = tiny_config(config, tmp_path / 'work', tiny_data_dir)
     cfg.merge_from_dict(PREDICT_ALL.get(config, {}))
-    losses, preds, metrics = train_and_predict_one_batch(cfg)
+    cfg.randomness = dict(seed=0)  # drop path decides what gets no update
+    # the hooks of these recipes run in test_recipe_hooks_run_in_the_runner
+    assert bool(cfg.get('custom_hooks')) == (config in HOOKED)
+    updates = {}
+    losses, preds, metrics = train_and_predict_one_batch(cfg, updates)
     assert losses and all(math.isfinite(float(v)) for v in losses.values())
+    assert_updated(updates)
     assert len(preds) == cfg.test_dataloader.batch_size
     assert EXPECTED_METRIC[config] in metrics
+
+
+
+
+class _Record(Hook):
+    """Records, in each training iteration, whether the backbone prunes
+    (before it) and the trainable parameters (after it)."""
+
+    def __init__(self):
+        self.prune, self.params = [], []
+
+    def before_train_iter(self, runner, batch_idx, data_batch=None):
+        self.prune.append(getattr(runner.model.backbone, 'prune', None))
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None,
+                         outputs=None):
+        self.params.append(trainable_state(runner.model))
+
+
+def _dense_then_sparse(runner, record):
+    # DenseSparseAlternateHook: a dense epoch, a sparse one, pruning after
+    assert record.prune == [False, True]
+    assert runner.model.backbone.prune
+
+
+def _moving_average(runner, record):
+    # EMAHook: the average starts as the weights after the first step, then
+    # moves toward each new step's weights by its momentum
+    (hook, ) = [h for h in runner.hooks if type(h).__name__ == 'EMAHook']
+    ema = dict(hook.ema_model.module.named_parameters())
+    first, second = record.params
+    momentum = hook.ema_model.momentum
+    for name, p in second.items():
+        torch.testing.assert_close(ema[name],
+                                   first[name].lerp(p, momentum))
+    assert any(not torch.equal(ema[n], second[n]) for n in second)
+
+
+#: what each recipe's hooks do, checked after two epochs of one batch
+HOOK_EFFECTS = {
+    'configs/sait_deit_s_m07_in1k.py': _dense_then_sparse,
+    'configs/sait_deit_s_v05_in1k.py': _dense_then_sparse,
+    'configs/stvit_deit_b_in1k.py': _moving_average,
+}
+
+
+@pytest.mark.parametrize('config', HOOKED)
+def test_recipe_hooks_run_in_the_runner(config, tmp_path, tiny_data_dir):
+    """The recipe's own training loop: two epochs of one batch each, so that
+    epoch and iteration hooks act; no validation."""
+    cfg = tiny_config(config, tmp_path / 'work', tiny_data_dir, max_epochs=2)
+    cfg.train_dataloader.dataset.indices = cfg.train_dataloader.batch_size
+    cfg.val_dataloader = cfg.val_cfg = cfg.val_evaluator = None
+    cfg.randomness = dict(seed=0)
+    runner = Runner.from_cfg(cfg)
+    record = _Record()
+    runner.register_hook(record)
+    before = trainable_state(runner.model)
+    runner.train()
+    assert runner.iter == 2
+    HOOK_EFFECTS[config](runner, record)
+    assert_updated(parameter_updates(runner.model, before))

@@ -204,8 +204,60 @@ def tiny_config(config, work_dir, data_root, **tiny_options):
     return tinyfy_config(cfg, data_root=str(data_root), **tiny_options)
 
 
-def train_and_predict_one_batch(cfg):
+def trainable_state(model):
+    """Copies of the parameters that an optimizer may update.
+
+    Returns:
+        dict[str, Tensor]: name -> detached copy, ``requires_grad`` only.
+    """
+    return {n: p.detach().clone() for n, p in model.named_parameters()
+            if p.requires_grad}
+
+
+def parameter_updates(model, before):
+    """Which trainable parameters differ from their copies in ``before``.
+
+    Args:
+        model (nn.Module): the model after some training.
+        before (dict[str, Tensor]): :func:`trainable_state` of it before.
+
+    Returns:
+        dict[str, bool]: name -> changed.
+    """
+    params = dict(model.named_parameters())
+    return {n: not torch.equal(params[n], p) for n, p in before.items()}
+
+
+def assert_updated(updates, share=0.75):
+    """Training changed at least ``share`` of the trainable parameters, and
+    some in every trainable top-level module (backbone, neck, heads...).
+
+    Not all of them: a residual branch that drop path dropped for the whole
+    batch gets a zero gradient (its biases and norms, free of weight decay,
+    stay as they were), and so do the FPN levels of a detector whose anchors
+    all cross the border of a tiny image.
+
+    Args:
+        updates (dict[str, bool]): :func:`parameter_updates`.
+        share (float): smallest accepted share of changed parameters.
+    """
+    unchanged = sorted(n for n, c in updates.items() if not c)
+    assert updates, 'nothing to train'
+    for module in sorted({n.split('.')[0] for n in updates}):
+        assert any(c for n, c in updates.items()
+                   if n.split('.')[0] == module), \
+            f'no parameter of {module} changed'
+    assert len(unchanged) <= (1 - share) * len(updates), \
+        f'{len(unchanged)} of {len(updates)} unchanged: {unchanged}'
+
+
+def train_and_predict_one_batch(cfg, updates=None):
     """One optimizer step and one prediction, as the runner would do them.
+
+    Args:
+        cfg (Config): a runner config (e.g. :func:`tiny_config`).
+        updates (dict, optional): filled by :func:`parameter_updates` of the
+            optimizer step (trainable parameter name -> changed).
 
     Returns:
         tuple: (dict of loss tensors, list of predictions, metrics dict).
@@ -215,7 +267,11 @@ def train_and_predict_one_batch(cfg):
     optim_wrapper = runner.build_optim_wrapper(cfg.optim_wrapper)
     train_loader = runner.build_dataloader(cfg.train_dataloader)
     model.train()
+    before = trainable_state(model)
+    assert before, 'nothing to train'
     losses = model.train_step(next(iter(train_loader)), optim_wrapper)
+    if updates is not None:
+        updates.update(parameter_updates(model, before))
     model.eval()
     test_loader = runner.build_dataloader(cfg.test_dataloader)
     evaluator = runner.build_evaluator(cfg.test_evaluator)
@@ -285,3 +341,45 @@ TINY_MODELS['configs/pruned_deit_s_upernet_ade20k.py'] = {
     'model.auxiliary_head.in_channels': 64,
     'model.auxiliary_head.channels': 32,
 }
+
+
+def random_readout(outputs, seed=0):
+    """A scalar of the outputs whose gradient reaches every output element:
+    a fixed random projection ``sum(out * R)``, ``R`` standard normal from
+    ``seed``. (``sum()``/``mean()`` of a normalised output, or the sum of
+    squares of a LayerNorm output, is nearly constant: its gradient is zero
+    or rounding noise.)
+
+    Args:
+        outputs (Tensor | Sequence[Tensor]): model outputs, any shapes.
+        seed (int): seed of the projection.
+
+    Returns:
+        Tensor: a scalar.
+    """
+    if isinstance(outputs, torch.Tensor):
+        outputs = (outputs, )
+    g = torch.Generator().manual_seed(seed)
+    return sum((o * torch.randn(o.shape, generator=g, dtype=o.dtype)).sum()
+               for o in outputs)
+
+
+#: below this, a gradient is no evidence that a parameter is used: rounding
+#: noise reaches about 1e-6 in these tiny models, real gradients under
+#: :func:`random_readout` are above 1e-3
+GRAD_FLOOR = 1e-4
+
+
+def assert_clear_gradients(named_parameters, floor=GRAD_FLOOR):
+    """Every parameter has a gradient whose largest entry exceeds ``floor``.
+
+    Args:
+        named_parameters (Iterable[tuple[str, Tensor]]): non-empty.
+        floor (float): smallest accepted ``max |grad|``.
+    """
+    named_parameters = list(named_parameters)
+    assert named_parameters, 'no parameters to check'
+    for name, p in named_parameters:
+        assert p.grad is not None, f'{name}: no gradient'
+        largest = float(p.grad.abs().max())
+        assert largest > floor, f'{name}: max |grad| {largest:.1e}'
