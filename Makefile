@@ -11,7 +11,7 @@ DEMO_OPTIONS ?= model.test_cfg.rcnn.score_thr=0.001
 DEMO_WORK_DIR ?= work_dirs/demo
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test
+.PHONY: setup demo test test-fast
 
 setup:
 	tools/setup_env.sh
@@ -24,5 +24,11 @@ demo: setup
 # pytest exits with 5 when it collects no tests; that is not a failure here.
 test: setup
 	$(PY) -m pytest tests $(PYTEST_ARGS); rc=$$?; \
+		if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; rc=0; fi; \
+		exit $$rc
+
+# the quick subset: tests marked slow (pytest.ini) are left out
+test-fast: setup
+	$(PY) -m pytest tests -m "not slow" $(PYTEST_ARGS); rc=$$?; \
 		if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; rc=0; fi; \
 		exit $$rc

@@ -169,6 +169,7 @@ def _tiny_configs(tmp_path):
     return str(cand), str(base)
 
 
+@pytest.mark.slow
 def test_cli_end_to_end(tmp_path):
     cand, base = _tiny_configs(tmp_path)
     out = tmp_path / 'bench.json'

@@ -26,6 +26,7 @@ def test_drn_placeholder_explains_itself():
         DRN()
 
 
+@pytest.mark.slow
 def test_mmaction_fails_without_shim():
     """Without the shim, the bare wheel cannot import mmaction.models."""
     if not compat.mmaction_drn_missing():

@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 import torch
 from mmdet.models.backbones import SwinTransformer
 from mmpretrain.models import VisionTransformer
@@ -45,6 +46,7 @@ def run(*args):
     return proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_dgssa_init_glad_search_and_training(tmp_path, tiny_data_dir):
     torch.manual_seed(0)
     host = VisionTransformer(arch=ARCH, img_size=112, patch_size=16)
@@ -101,6 +103,7 @@ def test_dgssa_init_glad_search_and_training(tmp_path, tiny_data_dir):
     assert osp.isfile(osp.join(work, 'epoch_1.pth'))
 
 
+@pytest.mark.slow
 def test_dgssa_init_on_swin(tmp_path, tiny_data_dir):
     torch.manual_seed(0)
     host = SwinTransformer(embed_dims=32, depths=[2, 2, 2, 1],

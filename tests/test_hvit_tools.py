@@ -89,6 +89,7 @@ def test_reparameterize_refuses_a_deploy_config(tmp_path):
             [path, 'unused.pth', str(tmp_path / 'out.pth')])
 
 
+@pytest.mark.slow
 def test_checkpoint_converter_reads_a_host_for_hvit(tmp_path):
     from mmpretrain.models import VisionTransformer
     path = _config(tmp_path, 'configs/hvit_deit_s_in1k.py')

@@ -71,13 +71,51 @@ PREDICT_ALL = {
 }
 
 
-@pytest.mark.parametrize('config', sorted(TINY_MODELS))
+#: left out of `make test-fast`: the detectors and upstream segmentors (over
+#: 10 s each), and the size variants of recipes whose tiny models are the same
+#: as those of a recipe in the fast subset (one recipe per method and task
+#: stays there)
+SLOW = {
+    'configs/_base_/swin_s_cascade_mask_rcnn_3x_coco.py',
+    'configs/_base_/swin_b_cascade_mask_rcnn_3x_coco.py',
+    'configs/stvit_r_swin_s_coco.py',
+    'configs/stvit_r_swin_b_coco.py',
+    'configs/dgssa_swin_s_coco.py',
+    'configs/_base_/swin_s_upernet_ade20k.py',
+    'configs/dgssa_swin_s_upernet_ade20k.py',
+    'configs/_base_/swin_s_in1k.py',
+    'configs/_base_/swin_t_k400.py',
+    'configs/stvit_swin_t_k400.py',
+    'configs/stvit_swin_s_in1k.py',
+    'configs/stvit_swin_b_in1k.py',
+    'configs/stvit_r_swin_b_in1k.py',
+    'configs/stvit_deit_s_in1k.py',
+    'configs/stvit_deit_b_in1k.py',
+    'configs/integrated_deit_s_in1k.py',
+    'configs/integrated_deit_b_in1k.py',
+    'configs/dgssa_swin_s_in1k.py',
+    'configs/dgssa_swin_b_in1k.py',
+    'configs/hvit_deit_s_dogs_448.py',
+    'configs/sait_deit_s_v05_in1k.py',
+    'configs/asvit_deit_s_in1k.py',
+}
+
+
+def _params(configs):
+    return [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c
+            for c in configs]
+
+
+@pytest.mark.parametrize('config', _params(sorted(TINY_MODELS)))
 def test_recipe_train_step_and_predict(config, tmp_path, tiny_data_dir):
     cfg = tiny_config(config, tmp_path / 'work', tiny_data_dir)
     cfg.merge_from_dict(PREDICT_ALL.get(config, {}))
     cfg.randomness = dict(seed=0)  # drop path decides what gets no update
     # the hooks of these recipes run in test_recipe_hooks_run_in_the_runner
-    assert bool(cfg.get('custom_hooks')) == (config in HOOKED)
+    # (the tiny overlay adds its StepSeedHook to every run)
+    recipe_hooks = [h for h in cfg.get('custom_hooks') or []
+                    if h['type'] != 'mmvitaccel.StepSeedHook']
+    assert bool(recipe_hooks) == (config in HOOKED)
     updates = {}
     losses, preds, metrics = train_and_predict_one_batch(cfg, updates)
     assert losses and all(math.isfinite(float(v)) for v in losses.values())
@@ -130,7 +168,7 @@ HOOK_EFFECTS = {
 }
 
 
-@pytest.mark.parametrize('config', HOOKED)
+@pytest.mark.parametrize('config', _params(HOOKED))
 def test_recipe_hooks_run_in_the_runner(config, tmp_path, tiny_data_dir):
     """The recipe's own training loop: two epochs of one batch each, so that
     epoch and iteration hooks act; no validation."""

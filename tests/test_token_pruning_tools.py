@@ -5,6 +5,7 @@ import glob
 import json
 import os.path as osp
 
+import pytest
 import torch
 
 from mmvitaccel.utils.benchmark import build_model, load_config
@@ -52,6 +53,7 @@ def _checkpoint(config, tmp_path, tiny_data_dir):
     return path
 
 
+@pytest.mark.slow
 def test_density_sweep_and_visualize_tokens(tmp_path, tiny_data_dir):
     config = _config(tmp_path)
     checkpoint = _checkpoint(config, tmp_path, tiny_data_dir)
@@ -89,6 +91,7 @@ def test_density_sweep_and_visualize_tokens(tmp_path, tiny_data_dir):
     assert any('stage2_layer3' in p for p in pngs)
 
 
+@pytest.mark.slow
 def test_brief_asvit_training_moves_thresholds_toward_the_budget(
         tmp_path, tiny_data_dir):
     config = _config(tmp_path)

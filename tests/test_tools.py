@@ -30,6 +30,7 @@ def run(*args, cwd=REPO):
     return proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_train_resume_test(tmp_path, tiny_data_dir):
     config = tmp_path / 'tiny_deit.py'
     config.write_text(TINY_DEIT.format(repo=REPO))
@@ -50,6 +51,7 @@ def test_train_resume_test(tmp_path, tiny_data_dir):
     assert osp.isfile(tmp_path / 'preds.pkl')
 
 
+@pytest.mark.slow
 def test_config_runs_under_mmdet_packaged_train_tool(tmp_path, tiny_data_dir):
     import mmdet
     tool = osp.join(osp.dirname(mmdet.__file__), '.mim', 'tools', 'train.py')
@@ -66,6 +68,7 @@ def test_config_runs_under_mmdet_packaged_train_tool(tmp_path, tiny_data_dir):
     assert glob.glob(osp.join(work, 'epoch_1.pth'))
 
 
+@pytest.mark.slow
 def test_swin_checkpoint_converter(tmp_path):
     import torch
     from mmdet.models.backbones import SwinTransformer
@@ -87,6 +90,7 @@ def test_swin_checkpoint_converter(tmp_path):
     assert torch.equal(state[qkv], swin.state_dict()[qkv[9:]])
 
 
+@pytest.mark.slow
 def test_stvit_r_mixed_into_mmseg_upernet_by_cfg_options(tmp_path,
                                                           tiny_data_dir):
     """The issue's user story: mmseg's own UperNet Swin config, with only

@@ -269,7 +269,18 @@ def train_and_predict_one_batch(cfg, updates=None):
     model.train()
     before = trainable_state(model)
     assert before, 'nothing to train'
+    got_grad = set()
+    handles = [p.register_post_accumulate_grad_hook(
+        lambda p, name=name: got_grad.add(name))
+        for name, p in model.named_parameters() if p.requires_grad]
     losses = model.train_step(next(iter(train_loader)), optim_wrapper)
+    for h in handles:
+        h.remove()
+    # DDP (find_unused_parameters=False, mmengine's default) needs a
+    # gradient for every trainable parameter in every step
+    unused = [n for n, p in model.named_parameters()
+              if p.requires_grad and n not in got_grad]
+    assert not unused, f'trainable parameters without a gradient: {unused}'
     if updates is not None:
         updates.update(parameter_updates(model, before))
     model.eval()
