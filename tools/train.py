@@ -8,6 +8,7 @@ import argparse
 
 import mmvitaccel  # noqa: F401  (registers components, applies compat fixes)
 from mmvitaccel.utils.launch import (add_common_args, build_runner,
+                                     finish_distributed,
                                      enable_amp, load_config, set_local_rank)
 from mmvitaccel.utils.tiny import tinyfy_config
 
@@ -54,6 +55,7 @@ def main():
         cfg = tinyfy_config(cfg, cfg_options=args.cfg_options)
     runner = build_runner(cfg)
     runner.train()
+    finish_distributed()
 
 
 if __name__ == '__main__':

@@ -144,3 +144,17 @@ def build_runner(cfg):
     if 'runner_type' not in cfg:
         return Runner.from_cfg(cfg)
     return RUNNERS.build(cfg)
+
+
+def finish_distributed():
+    """Destroy the default process group, if any, before the process exits.
+
+    Left to the interpreter's exit, gloo's teardown can abort a rank that
+    has already finished ("terminate called without an active exception",
+    exit code -6), so that torchrun reports a failed run whose checkpoints
+    are all written.
+    """
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
