@@ -1,0 +1,6 @@
+# Swin-T from hvit_swin_t_in1k.py in deploy form
+# (cFFN folded), hMHSA and cFFN.
+# Used by the speed measurements in docs/hmhsa_cffn.md.
+_base_ = '../hvit_swin_t_in1k.py'
+
+model = dict(backbone=dict(deploy=True, hmhsa=True, cffn=True))
