@@ -1,6 +1,13 @@
+import os
 import os.path as osp
+import shutil
+import sys
 
 from setuptools import find_packages, setup
+
+# What `mim` reads from an installed OpenMMLab package: its configs, tools and
+# model index, under <package>/.mim (the toolboxes ship theirs the same way).
+MIM_FILES = ('configs', 'tools', 'model-index.yml')
 
 
 def readme():
@@ -26,6 +33,46 @@ def parse_requirements(fname):
     return reqs
 
 
+def add_mim_files():
+    """Put the files `mim` reads into ``mmvitaccel/.mim`` before building.
+
+    An editable install (``pip install -e .``, which runs ``editable_wheel``
+    or, with old tools, ``develop``) gets relative symlinks, so the package
+    always sees the repository's current configs; a wheel or an sdist gets
+    copies. Other commands (``egg_info`` ...) leave the folder as it is.
+    MANIFEST.in then takes ``mmvitaccel/.mim`` into the package data.
+
+    Returns:
+        str | None: ``'symlink'`` or ``'copy'``, the mode used, or None when
+        the command builds nothing.
+    """
+    if 'develop' in sys.argv or 'editable_wheel' in sys.argv:
+        mode = 'copy' if os.name == 'nt' else 'symlink'
+    elif 'sdist' in sys.argv or 'bdist_wheel' in sys.argv:
+        mode = 'copy'
+    else:
+        return None
+    repo = osp.dirname(osp.abspath(__file__))
+    mim = osp.join(repo, 'mmvitaccel', '.mim')
+    os.makedirs(mim, exist_ok=True)
+    for name in MIM_FILES:
+        src = osp.join(repo, name)
+        dst = osp.join(mim, name)
+        if osp.islink(dst) or osp.isfile(dst):
+            os.remove(dst)
+        elif osp.isdir(dst):
+            shutil.rmtree(dst)
+        if mode == 'symlink':
+            os.symlink(osp.relpath(src, mim), dst)
+        elif osp.isdir(src):
+            shutil.copytree(src, dst,
+                            ignore=shutil.ignore_patterns('__pycache__'))
+        else:
+            shutil.copyfile(src, dst)
+    return mode
+
+
+add_mim_files()
 setup(
     name='mmvitaccel',
     version=get_version(),
