@@ -35,23 +35,38 @@ OUTSIDE = ('/tmp/', '../shared', '/work/')
 
 
 def _read(path):
+    """Args: path (str): a text file. Returns: str: its UTF-8 text."""
     with open(path, encoding='utf-8') as f:
         return f.read()
 
 
 def _rel(path):
+    """Args: path (str). Returns: str: the path relative to the repo."""
     return osp.relpath(path, REPO)
 
 
 def _prose(text):
-    """Text without fenced code blocks and inline code spans, where a
-    markdown link cannot be."""
+    """Markdown without its code, where a link cannot be.
+
+    Args:
+        text (str): markdown.
+
+    Returns:
+        str: ``text`` without fenced code blocks and inline code spans.
+    """
     return CODE_SPAN.sub('', FENCE.sub('', text))
 
 
 def _slugs(text):
-    """GitHub's anchors for the headings of a markdown text: lower case,
-    punctuation dropped, spaces as hyphens, ``-1``, ``-2`` for repeats."""
+    """GitHub's anchors for the headings of a markdown text.
+
+    Args:
+        text (str): markdown.
+
+    Returns:
+        set[str]: the anchors: lower case, punctuation dropped, spaces as
+        hyphens, ``-1``, ``-2`` ... appended to repeated headings.
+    """
     seen, slugs = {}, set()
     for heading in HEADING.findall(FENCE.sub('', text)):
         slug = re.sub(r'[^\w\- ]', '', heading.strip().lower())
@@ -63,7 +78,14 @@ def _slugs(text):
 
 
 def _expand(pattern):
-    """``a_{x,y}_b`` -> ``['a_x_b', 'a_y_b']`` (nested braces expand too)."""
+    """Shell-style brace expansion.
+
+    Args:
+        pattern (str): e.g. ``a_{x,y}_b``; several groups expand in turn.
+
+    Returns:
+        list[str]: e.g. ``['a_x_b', 'a_y_b']``.
+    """
     m = BRACES.search(pattern)
     if m is None:
         return [pattern]
@@ -74,6 +96,8 @@ def _expand(pattern):
 
 
 def _links(path):
+    """Args: path (str): a markdown file. Returns: list[str]: the targets
+    of its links, outside code."""
     return LINK.findall(_prose(_read(path)))
 
 
@@ -136,11 +160,13 @@ def test_nothing_points_outside_the_repository(path):
 
 
 def _metafiles():
+    """Returns: list[str]: the metafiles model-index.yml imports."""
     index = yaml.safe_load(_read(osp.join(REPO, 'model-index.yml')))
     return index['Import']
 
 
 def _models():
+    """Yields: tuple: ``(metafile path, parsed metafile, model entry)``."""
     for metafile in _metafiles():
         meta = yaml.safe_load(_read(osp.join(REPO, metafile)))
         for model in meta['Models']:
@@ -203,6 +229,7 @@ def test_every_recipe_is_in_the_model_index():
 
 
 def _load(config):
+    """Args: config (str): a path under configs/. Returns: Config."""
     from mmengine.config import Config
     return Config.fromfile(osp.join(REPO, 'configs', config))
 
@@ -237,9 +264,11 @@ def test_fixed_keep_ratio_asvit(config, base):
     assert cfg.model.head.to_dict() == base.model.head.to_dict()
 
 
-@pytest.mark.parametrize(
-    'path', sorted(glob.glob(osp.join(REPO, 'configs', 'hvit_deploy', '*.py'))),
-    ids=osp.basename)
+HVIT_DEPLOY = sorted(
+    glob.glob(osp.join(REPO, 'configs', 'hvit_deploy', '*.py')))
+
+
+@pytest.mark.parametrize('path', HVIT_DEPLOY, ids=osp.basename)
 def test_hvit_deploy_variants(path):
     name = osp.splitext(osp.basename(path))[0]
     host = next(h for h in ('pvtv2_b1', 'deit_s', 'swin_t')
@@ -250,8 +279,8 @@ def test_hvit_deploy_variants(path):
         'deit_s': 'hvit_deit_s_in1k.py',
         'swin_t': 'hvit_swin_t_in1k.py'
     }[host]
-    cfg, base = _load(osp.relpath(path, osp.join(REPO, 'configs'))), \
-        _load(recipe)
+    cfg = _load(osp.join('hvit_deploy', osp.basename(path)))
+    base = _load(recipe)
     backbone = cfg.model.backbone
     assert backbone.deploy is True
     assert backbone.hmhsa is (variant in ('hmhsa', 'hmhsa_cffn'))
