@@ -82,7 +82,7 @@ def tokens_and_last_attention(vit, images):
 
 
 @MODELS.register_module()
-class TokenPrunedVisionTransformer(PruningRecordsMixin, VisionTransformer):
+class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
     """A ViT/DeiT whose later layers run on the informative tokens only.
 
     With ``T = 1 + N`` tokens ``[cls; x_1 .. x_N]``:

@@ -20,7 +20,8 @@ class PruningRecordsMixin:
     location, ``(B, N)`` bool), ``scores``, ``token_counts``
     ``(B, num_layers)``, ``final_tokens``/``final_alive``/``final_index``
     and ``_num_patches`` (``N``) in its forward, after
-    :meth:`_clear_records`.
+    :meth:`_clear_records`. It comes after ``VisionTransformer`` in the
+    host's bases (it only adds methods the host does not have).
     """
 
     def _clear_records(self):
