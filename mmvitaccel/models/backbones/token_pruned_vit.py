@@ -300,6 +300,17 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
                              mode or self.mask_mode, self.training)
 
     def _score(self, attn, context, policy):
+        """Scores of the current patch tokens by ``scorer``.
+
+        Args:
+            attn (Tensor): ``(B, h, T, T)`` attention of the layer.
+            context (Tensor): ``(B, h, T, d)`` its attention output (AS-ViT
+                weighs the heads by it).
+            policy (Tensor | None): ``(B, T)`` the mask the layer ran with.
+
+        Returns:
+            Tensor: ``(B, T - E)``.
+        """
         if self.scorer == 'tis':
             return tis_score(attn, policy, self.num_extra_tokens)
         if self.scorer == 'asvit':
@@ -308,7 +319,16 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
 
     def _select(self, scores, valid, stage):
         """Keep mask over the current patch tokens: bool for value/mass,
-        straight-through float for threshold (training)."""
+        straight-through float for threshold (training).
+
+        Args:
+            scores (Tensor): ``(B, K)``.
+            valid (Tensor): ``(B, K)`` bool, the tokens still alive.
+            stage (int): the pruning location (threshold index).
+
+        Returns:
+            Tensor: ``(B, K)`` bool or float.
+        """
         if self.selector == 'value':
             counts = value_keep_counts(valid.sum(dim=-1), self.density)
             return topk_keep_mask(scores, counts, valid)
@@ -395,7 +415,20 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
         return outs
 
     def _format(self, x, hw, index, alive, full):
-        """Tokens -> the ``out_type`` output."""
+        """Tokens -> the ``out_type`` output.
+
+        Args:
+            x (Tensor): ``(B, E + K, C)`` current tokens.
+            hw (tuple[int, int]): the patch grid.
+            index (Tensor): ``(B, K)`` their patch positions.
+            alive (Tensor): ``(B, K)`` bool, which are kept.
+            full (Tensor | None): ``(B, N, C)`` snapshot of pruned tokens
+                (``'featmap'``/``'tokens'``).
+
+        Returns:
+            Tensor | PrunedTokens: ``(B, C)``, ``(B, E + K, C)``,
+            ``(B, C, H, W)`` or a :class:`PrunedTokens`.
+        """
         E = self.num_extra_tokens
         if self.out_type == 'raw':
             return x
