@@ -21,7 +21,8 @@ from mmpretrain.models.backbones import VisionTransformer
 from ...ops import GLAD, check_init_mode, init_static_logits, token_counts
 from ...registry import MODELS
 from ..layers import StaticMultiheadAttention
-from ..utils import deit_state_dict, embed_tokens, load_with_report
+from ..utils import deit_state_dict, load_with_report
+from ..utils.vit import embed_tokens, run_layers
 from .stvit_deit import DEIT_ARCHS
 
 
@@ -238,18 +239,17 @@ class DGSSAVisionTransformer(VisionTransformer):
                 f'DGSSA/GLAD are built for the {self.patch_resolution} patch '
                 f'grid of img_size {self.img_size}, got {patch_resolution}')
         e = self.num_extra_tokens
-        outs, glad_outs = [], []
-        for i, layer in enumerate(self.layers):
-            if i in self._glad_index:
+        glad_outs = []
+
+        def step(i, layer, x):
+            if i in self._glad_index:  # x = [cls; GLAD(x_patch)]
                 y = self.glads[self._glad_index[i]](x[:, e:])
                 glad_outs.append(y)
                 x = torch.cat((x[:, :e], y), dim=1)
-            x = layer(x)
-            if i == len(self.layers) - 1 and self.final_norm:
-                x = self.ln1(x)
-            if i in self.out_indices:
-                outs.append(self._format_output(x, patch_resolution))
-        return tuple(outs), glad_outs
+            return layer(x)
+
+        outs, _ = run_layers(self, x, patch_resolution, step=step)
+        return outs, glad_outs
 
     def forward(self, x):
         """Args:

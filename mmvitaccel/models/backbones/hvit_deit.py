@@ -1,14 +1,13 @@
 """hMHSA + cFFN on DeiT (mmpretrain ``VisionTransformer``)."""
-import inspect
-
 from mmpretrain.models.backbones import VisionTransformer
 
 from ...ops import check_even_heads
 from ...registry import MODELS
 from ..layers import HViTEncoderLayer, resolve_hmhsa_stages
-from ..utils import deit_state_dict, embed_tokens
+from ..utils import deit_state_dict
+from ..utils.vit import embed_tokens, run_layers, vit_layer_cfgs
 from .hvit_base import HViTHostMixin, resolve_layers
-from .stvit_deit import DEIT_ARCHS, STViTDeiT
+from .stvit_deit import DEIT_ARCHS
 
 
 @MODELS.register_module()
@@ -67,9 +66,9 @@ class HViTDeiT(HViTHostMixin, VisionTransformer):
         ffn_layers = resolve_layers(cffn, self.num_layers, 'cffn')
         self.hmhsa_layers, self.cffn_layers = attn_layers, ffn_layers
         self.deploy = deploy
-        args = inspect.signature(VisionTransformer.__init__).bind(
-            None, arch=arch, **kwargs)
-        args.apply_defaults()
+        # the layer arguments VisionTransformer gave its own layers (its
+        # layer_cfgs included, which may override the hMHSA/cFFN ones)
+        layer_cfgs = vit_layer_cfgs(self, dict(kwargs, arch=arch))
         for i in range(self.num_layers):
             cfg = dict(
                 hmhsa=i in attn_layers,
@@ -79,9 +78,7 @@ class HViTDeiT(HViTHostMixin, VisionTransformer):
                 deploy=deploy,
                 num_extra_tokens=self.num_extra_tokens,
                 ihh_kernel=ihh_kernel)
-            # the layer arguments VisionTransformer would use (shared with
-            # STViT-DeiT), layer_cfgs included
-            cfg.update(STViTDeiT._layer_cfg(self, args.arguments, i))
+            cfg.update(layer_cfgs[i])
             self.layers[i] = HViTEncoderLayer(**cfg)
         if self.frozen_stages > 0:  # upstream froze the replaced layers
             self._freeze_stages()
@@ -120,11 +117,8 @@ class HViTDeiT(HViTHostMixin, VisionTransformer):
             tuple[Tensor]: One output per ``out_indices``, by ``out_type``.
         """
         x, patch_resolution = embed_tokens(self, x)
-        outs = []
-        for i, layer in enumerate(self.layers):
-            x = layer(x, patch_resolution)
-            if i == len(self.layers) - 1 and self.final_norm:
-                x = self.ln1(x)
-            if i in self.out_indices:
-                outs.append(self._format_output(x, patch_resolution))
-        return tuple(outs)
+        return run_layers(
+            self,
+            x,
+            patch_resolution,
+            step=lambda i, layer, x: layer(x, patch_resolution))[0]

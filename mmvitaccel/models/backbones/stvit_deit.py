@@ -6,10 +6,8 @@ code; the layout is the paper's, reconstructed in ``docs/stvit_design.md``
 (section 7): STGM at layers 5-6 of 12, 16 (4x4) semantic tokens, learnable
 global centres added to the STGM-2 queries, global average pooling head.
 """
-import inspect
 import math
 
-import numpy as np
 import torch
 import torch.nn as nn
 from mmengine.model.weight_init import trunc_normal_
@@ -18,7 +16,8 @@ from mmpretrain.models.backbones import VisionTransformer
 from ...ops import IntraInterPooling, check_pooling, pool_centres
 from ...registry import MODELS
 from ..layers import CrossAttentionViTLayer
-from ..utils import deit_state_dict, embed_tokens, load_with_report
+from ..utils import deit_state_dict, load_with_report
+from ..utils.vit import embed_tokens, run_layers, vit_layer_cfgs
 
 #: short names of the DeiT sizes (mmpretrain's own ``'small'`` is ViT-S, a
 #: different model; STViT-DeiT reads them as DeiT)
@@ -150,12 +149,9 @@ class STViTDeiT(VisionTransformer):
         self.semantic_side = side
         self.pooling = pooling
 
-        args = inspect.signature(VisionTransformer.__init__).bind(
-            None, arch=arch, **kwargs)
-        args.apply_defaults()
+        layer_cfgs = vit_layer_cfgs(self, dict(kwargs, arch=arch))
         for i in stgm_layers:
-            self.layers[i] = CrossAttentionViTLayer(
-                **self._layer_cfg(args.arguments, i))
+            self.layers[i] = CrossAttentionViTLayer(**layer_cfgs[i])
 
         self.pooler = IntraInterPooling(self.embed_dims, grid,
                                         (side, side)) \
@@ -165,24 +161,6 @@ class STViTDeiT(VisionTransformer):
             if global_centres else None
         if self.frozen_stages > 0:  # upstream froze the replaced layers
             self._freeze_stages()
-
-    def _layer_cfg(self, cfg, i):
-        """Arguments of layer ``i``, built as ``VisionTransformer`` does."""
-        dpr = np.linspace(0, cfg['drop_path_rate'], self.num_layers)
-        layer_cfgs = cfg['layer_cfgs']
-        if isinstance(layer_cfgs, dict):
-            layer_cfgs = [layer_cfgs] * self.num_layers
-        layer_cfg = dict(
-            embed_dims=self.embed_dims,
-            num_heads=self.arch_settings['num_heads'],
-            feedforward_channels=self.arch_settings['feedforward_channels'],
-            layer_scale_init_value=cfg['layer_scale_init_value'],
-            drop_rate=cfg['drop_rate'],
-            drop_path_rate=dpr[i],
-            qkv_bias=cfg['qkv_bias'],
-            norm_cfg=cfg['norm_cfg'])
-        layer_cfg.update(layer_cfgs[i])
-        return layer_cfg
 
     #: reads a host (DeiT/ViT) checkpoint in any supported layout
     host_state_dict = staticmethod(deit_state_dict)
@@ -258,32 +236,26 @@ class STViTDeiT(VisionTransformer):
             ``(B, C)``, ``(B, C, s, s)`` or ``(B, N_s, C)``.
         """
         x, patch_resolution = embed_tokens(self, x)
-
         first, second = self.stgm_layers
-        for layer in self.layers[:first]:
-            x = layer(x)
-        patches = x[:, self.num_extra_tokens:]  # drop the class token
-        centres = self.initial_centres(patches, patch_resolution)
-        # STGM-1: S1 = MHA(q=P, k=X, v=X) + P, then FFN
-        stgm1 = self.layers[first]
-        sem = stgm1(centres, stgm1.key_values(patches))
-        # STGM-2: S2 = MHA(q=S1 + G, k=[S1; X], v=[S1; X]) + S1, then FFN
-        stgm2 = self.layers[second]
-        kv = stgm2.key_values(torch.cat((sem, patches), dim=1))
-        query = sem if self.global_centres is None else \
-            sem + self.global_centres
-        sem = stgm2(query, kv, shortcut=sem)
+        patches = None
 
-        outs = []
+        def step(i, layer, x):
+            nonlocal patches
+            if i == first:  # STGM-1: S1 = MHA(q=P, k=X, v=X) + P, then FFN
+                patches = x[:, self.num_extra_tokens:]  # drop the class token
+                centres = self.initial_centres(patches, patch_resolution)
+                return layer(centres, layer.key_values(patches))
+            if i == second:
+                # STGM-2: S2 = MHA(q=S1 + G, k=[S1; X], v=[S1; X]) + S1, FFN
+                kv = layer.key_values(torch.cat((x, patches), dim=1))
+                query = x if self.global_centres is None else \
+                    x + self.global_centres
+                return layer(query, kv, shortcut=x)
+            return layer(x)
+
+        # outputs come after STGM-2 (checked at build): semantic tokens
         grid = (self.semantic_side, self.semantic_side)
-        for i in range(second, self.num_layers):
-            if i > second:
-                sem = self.layers[i](sem)
-            if i == self.num_layers - 1 and self.final_norm:
-                sem = self.ln1(sem)
-            if i in self.out_indices:
-                outs.append(self._format_output(sem, grid))
-        return tuple(outs)
+        return run_layers(self, x, grid, step=step)[0]
 
     def _format_output(self, x, hw):
         """Semantic tokens ``(B, N_s, C)`` -> the ``out_type`` output."""

@@ -2,7 +2,7 @@
 
 Papers: Li et al., *SaiT: Sparse Vision Transformers through Adaptive Token
 Pruning* (2022); Liu et al., *Adaptive Sparse ViT* (IJCAI 2023). Formulas in
-:mod:`mmvitaccel.ops.token_pruning` and ``shared/papers/NOTES.md``.
+:mod:`mmvitaccel.ops.token_pruning` and ``docs/token_pruning_design.md``.
 
 Before each layer in ``prune_before`` the patch tokens are scored from the
 attention of the layer just before it and a selector decides which are kept;
@@ -12,98 +12,39 @@ needed (to score) or a mask must enter its softmax, the layer's own ``ln1``,
 ``attn.qkv``, ``attn.proj``, ``ln2`` and ``ffn`` are applied here; every
 other layer is called as it is. mmpretrain DeiT/ViT checkpoints load without
 conversion (the only new parameter is AS-ViT's ``thresholds``).
+
+This file holds the registered backbone (settings, scoring, selection, the
+forward through :func:`~mmvitaccel.models.utils.vit.run_layers`) and
+:func:`tokens_and_last_attention` (a teacher's forward); the per-layer step,
+the token bookkeeping and the :class:`PrunedTokens` container are in
+``models/layers/token_pruning_layer.py``, the forward's records and their
+FLOPs in ``token_pruned_vit_records.py``. ``PrunedTokens`` and
+``layer_forward`` stay importable from here.
 """
 from numbers import Real
-from typing import NamedTuple
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from mmpretrain.models.backbones import VisionTransformer
 
 from ...ops import (BATCH_MODES, MASK_MODES, SCORERS, SELECTORS, asvit_score,
-                    batch_mean_keep_mask, check_choice, cls_attention_score,
-                    mass_keep_mask, masked_attention, pad_kept_tokens,
-                    restore_tokens, threshold_keep_mask, tis_score,
-                    topk_keep_mask, value_keep_counts, vit_layer_flops)
+                    check_choice, cls_attention_score, mass_keep_mask,
+                    threshold_keep_mask, tis_score, topk_keep_mask,
+                    value_keep_counts)
 from ...registry import MODELS
-from ..utils import as_int_tuple, check_finite, embed_tokens
+from ..layers.token_pruning_layer import (PrunedTokens, PruningState,
+                                          layer_forward)
+from ..utils import as_int_tuple, check_finite
+from ..utils.vit import embed_tokens, run_layers
 from .stvit_deit import DEIT_ARCHS
+from .token_pruned_vit_records import PruningRecordsMixin
+
+__all__ = [
+    'TokenPrunedVisionTransformer', 'tokens_and_last_attention',
+    'PrunedTokens', 'layer_forward', 'EXECUTIONS'
+]
 
 EXECUTIONS = ('mask', 'drop')
-
-
-class PrunedTokens(NamedTuple):
-    """A pruned token sequence and what is needed to restore the grid.
-
-    Attributes:
-        tokens (Tensor): ``(B, 1 + K, C)`` class token and current tokens.
-        index (Tensor): ``(B, K)`` their patch positions.
-        alive (Tensor): ``(B, K)`` bool, False for pruned (masked) tokens
-            and padding.
-        dropped (Tensor): ``(B, N, C)`` each position's features when it was
-            pruned (stale for alive positions).
-        hw (tuple[int, int]): the patch grid.
-    """
-    tokens: torch.Tensor
-    index: torch.Tensor
-    alive: torch.Tensor
-    dropped: torch.Tensor
-    hw: tuple
-
-    def restore(self):
-        """The full grid ``(B, C, H, W)``: alive tokens where they are,
-        pruned positions from the layer where they were dropped."""
-        grid = restore_tokens(self.dropped, self.tokens[:, 1:], self.index,
-                              self.alive)
-        return grid.transpose(1, 2).reshape(grid.shape[0], -1, *self.hw)
-
-
-def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
-                  training=False):
-    """One upstream ViT layer, with a policy in its softmax and/or returning
-    its attention.
-
-    ``x' = x + gamma1(Proj(A V))``, ``A = softmax(Q K^T / sqrt(d))``
-    masked by ``policy``; ``out = FFN(ln2(x'), identity=x')``; with
-    ``Q, K, V`` from ``attn.qkv(ln1(x))``.
-
-    Args:
-        layer (TransformerEncoderLayer): an upstream layer.
-        x (Tensor): ``(B, T, C)``.
-        policy (Tensor, optional): ``(B, T)`` float policy.
-        need_attn (bool): return the attention and context.
-        mode (str): the mask mode, ``'logits'`` or ``'policy'``.
-        training (bool): apply the attention dropout.
-
-    Returns:
-        tuple: ``(out (B, T, C), attn (B, h, T, T) | None,
-        context (B, h, T, d) | None)``.
-    """
-    if policy is None and not need_attn:
-        return layer(x), None, None
-    mha = layer.attn
-    B, T, C = x.shape
-    qkv = mha.qkv(layer.ln1(x)).reshape(B, T, 3, mha.num_heads,
-                                        mha.head_dims).permute(
-                                            2, 0, 3, 1, 4)
-    q, k, v = qkv[0], qkv[1], qkv[2]
-    if need_attn or mode == 'policy':
-        context, attn = masked_attention(q, k, v, mha.head_dims**-0.5,
-                                         policy, mode)
-        if training and mha.attn_drop > 0:  # as upstream's SDPA
-            context = F.dropout(attn, mha.attn_drop) @ v
-    else:
-        # 'logits' in the fused kernel: a bool key mask gives pruned keys a
-        # weight of exactly zero, the value their -65000 logit rounds to
-        keys = (policy > 0)[:, None, None, :]
-        context, attn = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=keys,
-            dropout_p=mha.attn_drop if training else 0.), None
-    out = mha.proj(context.transpose(1, 2).reshape(B, T, C))
-    x = x + mha.out_drop(mha.gamma1(mha.proj_drop(out)))
-    x = layer.ffn(layer.ln2(x), identity=x)
-    return x, attn, context
 
 
 def tokens_and_last_attention(vit, images):
@@ -129,16 +70,19 @@ def tokens_and_last_attention(vit, images):
     x, hw = embed_tokens(vit, images)
     last = len(vit.layers) - 1
     attn = None
-    for i, layer in enumerate(vit.layers):
+
+    def step(i, layer, x):
+        nonlocal attn
         x, attn_i, _ = layer_forward(layer, x, need_attn=i == last)
         attn = attn_i if i == last else attn
-    if vit.final_norm:
-        x = vit.ln1(x)
+        return x
+
+    _, x = run_layers(vit, x, hw, step=step, outputs=False)
     return x, attn, hw
 
 
 @MODELS.register_module()
-class TokenPrunedVisionTransformer(VisionTransformer):
+class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
     """A ViT/DeiT whose later layers run on the informative tokens only.
 
     With ``T = 1 + N`` tokens ``[cls; x_1 .. x_N]``:
@@ -348,72 +292,6 @@ class TokenPrunedVisionTransformer(VisionTransformer):
         return self.train_execution if self.training else \
             self.test_execution
 
-    def _clear_records(self):
-        self.keep_masks = []
-        self.scores = []
-        self.token_counts = None
-        self.final_tokens = None
-        self.final_alive = None
-        self.final_index = None
-
-    def layer_keep_mask(self, layer):
-        """The patch positions layer ``layer`` processes in the last
-        forward: ``(B, N)`` bool (all True before the first pruning, and
-        when nothing was pruned).
-
-        Args:
-            layer (int): a layer index, ``0 .. num_layers - 1``.
-        """
-        if not 0 <= layer < self.num_layers:
-            raise ValueError(f'layer must be in 0..{self.num_layers - 1}, '
-                             f'got {layer}')
-        if self.token_counts is None:
-            raise ValueError('no forward has run yet')
-        stages = [s for s, p in enumerate(self.prune_before) if p <= layer]
-        if not stages or not self.keep_masks:
-            return torch.ones(self.token_counts.shape[0], self._num_patches,
-                              dtype=torch.bool,
-                              device=self.token_counts.device)
-        return self.keep_masks[stages[-1]]
-
-    @property
-    def kept_indices(self):
-        """Per pruning location, a list over the batch of the ``(K_b,)``
-        kept patch positions (ascending) after it."""
-        return [[m.nonzero().flatten() for m in keep]
-                for keep in self.keep_masks]
-
-    # --- FLOPs ------------------------------------------------------------
-
-    def analytic_flops(self, token_counts=None):
-        """Per-image FLOPs of the transformer layers, from token counts.
-
-        ``sum_l FLOPs_layer(n_l)`` (:func:`vit_layer_flops`, the
-        :func:`count_flops` convention) plus the final norm ``5 n_L C``; the
-        patch embedding and the head are the same for every density and
-        left out.
-
-        Args:
-            token_counts (Tensor, optional): ``(B, num_layers)``; default the
-                last forward's :attr:`token_counts`.
-
-        Returns:
-            Tensor: ``(B,)``.
-        """
-        counts = self.token_counts if token_counts is None else token_counts
-        flops = vit_layer_flops(counts, self.embed_dims,
-                                self.arch_settings['feedforward_channels'])
-        norm = 5 * self.embed_dims * counts[:, -1] if self.final_norm else 0.
-        return flops.sum(dim=-1) + norm
-
-    def dense_flops(self, num_tokens):
-        """:meth:`analytic_flops` of the unpruned model on ``num_tokens``
-        tokens (class token included)."""
-        norm = 5 * self.embed_dims * num_tokens if self.final_norm else 0
-        return self.num_layers * vit_layer_flops(
-            float(num_tokens), self.embed_dims,
-            self.arch_settings['feedforward_channels']) + norm
-
     # --- layers -----------------------------------------------------------
 
     def _layer(self, layer, x, policy=None, need_attn=False, mode=None):
@@ -422,6 +300,17 @@ class TokenPrunedVisionTransformer(VisionTransformer):
                              mode or self.mask_mode, self.training)
 
     def _score(self, attn, context, policy):
+        """Scores of the current patch tokens by ``scorer``.
+
+        Args:
+            attn (Tensor): ``(B, h, T, T)`` attention of the layer.
+            context (Tensor): ``(B, h, T, d)`` its attention output (AS-ViT
+                weighs the heads by it).
+            policy (Tensor | None): ``(B, T)`` the mask the layer ran with.
+
+        Returns:
+            Tensor: ``(B, T - E)``.
+        """
         if self.scorer == 'tis':
             return tis_score(attn, policy, self.num_extra_tokens)
         if self.scorer == 'asvit':
@@ -430,7 +319,16 @@ class TokenPrunedVisionTransformer(VisionTransformer):
 
     def _select(self, scores, valid, stage):
         """Keep mask over the current patch tokens: bool for value/mass,
-        straight-through float for threshold (training)."""
+        straight-through float for threshold (training).
+
+        Args:
+            scores (Tensor): ``(B, K)``.
+            valid (Tensor): ``(B, K)`` bool, the tokens still alive.
+            stage (int): the pruning location (threshold index).
+
+        Returns:
+            Tensor: ``(B, K)`` bool or float.
+        """
         if self.selector == 'value':
             counts = value_keep_counts(valid.sum(dim=-1), self.density)
             return topk_keep_mask(scores, counts, valid)
@@ -441,6 +339,30 @@ class TokenPrunedVisionTransformer(VisionTransformer):
 
     # --- forward ----------------------------------------------------------
 
+    def _prune(self, state, x, scores, stage, mask):
+        """Select the tokens to keep at pruning location ``stage`` and
+        apply the selection (``mask``: to the policy; else drop them).
+
+        Args:
+            state (PruningState): the forward's token bookkeeping (updated).
+            x (Tensor): the current tokens ``(B, E + K, C)``.
+            scores (Tensor): ``(B, K)`` scores from the previous layer.
+            stage (int): index into ``prune_before``.
+            mask (bool): ``'mask'`` execution (else ``'drop'``).
+
+        Returns:
+            Tensor: the tokens the next layer runs on ``(B, E + K', C)``.
+        """
+        self.scores.append(state.grid_scores(scores))
+        keep = self._select(scores, state.alive, stage)
+        if mask:
+            x = state.mask(x, keep)
+        else:
+            mean = self.batch_mode == 'mean' and x.shape[0] > 1
+            x = state.drop(x, keep, scores if mean else None)
+        self.keep_masks.append(state.keep_mask())
+        return x
+
     def forward(self, x):
         """Patch embedding, layers with token selection, outputs.
 
@@ -450,89 +372,63 @@ class TokenPrunedVisionTransformer(VisionTransformer):
         Returns:
             tuple[Tensor]: one output per ``out_indices``, by ``out_type``.
         """
-        B = x.shape[0]
         x, patch_resolution = embed_tokens(self, x)
-
-        E, N = self.num_extra_tokens, x.shape[1] - self.num_extra_tokens
         self._clear_records()
-        self._num_patches = N
+        state = PruningState(x, self.num_extra_tokens,
+                             self.out_type in ('featmap', 'tokens'))
+        self._num_patches = state.num_patches
         prunes = self.prunes
         mask = self.execution == 'mask'
-        device = x.device
-        # the state: current tokens x (B, E + K, C); their patch positions
-        # (B, K); which of them are alive (B, K) (False: pruned in 'mask'
-        # execution, padding in 'drop'); the soft policy (mask execution)
-        index = torch.arange(N, device=device).expand(B, N)
-        alive = torch.ones(B, N, dtype=torch.bool, device=device)
-        policy = None  # (B, E + N) float, 'mask' execution
-        key_mask = None  # (B, E + K) bool, 'drop' execution with padding
-        full = x[:, E:] if self.out_type in ('featmap', 'tokens') else None
         counts = []
-        count = x.new_full((B, ), float(E + N))
+        scores = None
 
-        outs = []
-        for i, layer in enumerate(self.layers):
+        def step(i, layer, x):
+            nonlocal scores
             if prunes and i in self.prune_before:
-                stage = self.prune_before.index(i)
-                # scores over the current tokens -> over the full grid
-                grid = scores.new_zeros(B, N).scatter(
-                    1, index, scores.masked_fill(~alive, 0.))
-                self.scores.append(grid)
-                keep = self._select(scores, alive, stage)
-                if mask:
-                    if keep.dtype == torch.bool:
-                        keep = keep.to(x.dtype)
-                    patch_policy = keep if policy is None else \
-                        policy[:, E:] * keep
-                    policy = torch.cat((x.new_ones(B, E), patch_policy),
-                                       dim=1)
-                    new_alive = patch_policy > 0.5
-                    if full is not None:  # snapshot of tokens dropped here
-                        dropped = (alive & ~new_alive)[..., None]
-                        full = torch.where(dropped, x[:, E:], full)
-                    alive = new_alive
-                    count = E + patch_policy.sum(dim=-1)
-                else:
-                    keep = keep > 0.5 if keep.dtype != torch.bool else keep
-                    if self.batch_mode == 'mean' and B > 1:
-                        keep = batch_mean_keep_mask(
-                            scores.masked_fill(~alive, float('-inf')),
-                            keep & alive)
-                    keep = keep & alive
-                    if full is not None:
-                        full = restore_tokens(full, x[:, E:], index, alive)
-                    x, sub, key_mask = pad_kept_tokens(x, keep, E)
-                    index = index.gather(1, sub)
-                    alive = keep.gather(1, sub)
-                    count = (E + alive.sum(dim=-1)).to(x.dtype)
-                self.keep_masks.append(
-                    alive.new_zeros(B, N).scatter(1, index, alive))
+                x = self._prune(state, x, scores,
+                                self.prune_before.index(i), mask)
             need_attn = (prunes or self.always_score) and \
                 (i + 1) in self.prune_before
             # dropped tokens: padding is masked exactly, with -inf logits
-            x, attn, context = self._layer(
-                layer, x, policy if mask else key_mask, need_attn,
-                None if mask else 'logits')
+            x, attn, context = self._layer(layer, x,
+                                           state.attention_mask(mask),
+                                           need_attn,
+                                           None if mask else 'logits')
             if need_attn:
                 scores = self._score(attn, context,
-                                     policy if mask else key_mask)
+                                     state.attention_mask(mask))
                 if not prunes:  # recorded for distillation only
                     self.scores.append(scores)
-            counts.append(count)
+            counts.append(state.count)
+            return x
 
-            if i == len(self.layers) - 1:
-                if self.final_norm:
-                    x = self.ln1(x)
-                self.final_tokens, self.final_alive = x, alive
-                self.final_index = index
-            if i in self.out_indices:
-                outs.append(
-                    self._format(x, patch_resolution, index, alive, full))
+        outs, x = run_layers(
+            self,
+            x,
+            patch_resolution,
+            step=step,
+            format_output=lambda x: self._format(
+                x, patch_resolution, state.index, state.alive, state.full))
+        self.final_tokens, self.final_alive = x, state.alive
+        self.final_index = state.index
         self.token_counts = torch.stack(counts, dim=1)
-        return tuple(outs)
+        return outs
 
     def _format(self, x, hw, index, alive, full):
-        """Tokens -> the ``out_type`` output."""
+        """Tokens -> the ``out_type`` output.
+
+        Args:
+            x (Tensor): ``(B, E + K, C)`` current tokens.
+            hw (tuple[int, int]): the patch grid.
+            index (Tensor): ``(B, K)`` their patch positions.
+            alive (Tensor): ``(B, K)`` bool, which are kept.
+            full (Tensor | None): ``(B, N, C)`` snapshot of pruned tokens
+                (``'featmap'``/``'tokens'``).
+
+        Returns:
+            Tensor | PrunedTokens: ``(B, C)``, ``(B, E + K, C)``,
+            ``(B, C, H, W)`` or a :class:`PrunedTokens`.
+        """
         E = self.num_extra_tokens
         if self.out_type == 'raw':
             return x

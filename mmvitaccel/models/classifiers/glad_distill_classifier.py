@@ -24,7 +24,8 @@ from mmpretrain.models.classifiers import ImageClassifier
 from ...ops import GLAD
 from ...registry import MODELS
 from ..backbones.dgssa_vit import DGSSAVisionTransformer
-from ..utils import deit_state_dict, embed_tokens, load_with_report
+from ..utils import deit_state_dict, load_with_report
+from ..utils.vit import embed_tokens, format_vit_output, run_layers
 
 
 @MODELS.register_module()
@@ -146,21 +147,24 @@ class GLADDistillClassifier(ImageClassifier):
         t = self.teacher
         x, hw = embed_tokens(t, inputs)
         layers = self.backbone.glad_layers
-        last = len(t.layers) if self.teacher_head is not None else \
-            max(layers, default=0)
-        out = {}
-        for i, layer in enumerate(t.layers):
+        tokens = {}
+
+        def record(i, layer, x):  # the input of layer i
             if i in layers:
-                out[i] = x
-            if i >= last:
-                break
-            x = layer(x)
+                tokens[i] = x
+            return layer(x)
+
+        # all layers (and the final norm) for the head, else up to the last
+        # GLAD layer, whose input is what the loop returns
+        stop = None if self.teacher_head is not None else max(layers,
+                                                              default=0)
+        _, x = run_layers(t, x, hw, step=record, stop=stop, outputs=False)
         logits = None
-        if self.teacher_head is not None:
-            if t.final_norm:
-                x = t.ln1(x)
-            logits = self.teacher_head((t._format_output(x, hw), ))
-        return [out[i] for i in layers], logits
+        if self.teacher_head is None:
+            tokens[stop] = x
+        else:
+            logits = self.teacher_head((format_vit_output(t, x, hw), ))
+        return [tokens[i] for i in layers], logits
 
     def glad_loss(self, tokens, glad_outputs):
         """``sum_l MSE(Y_l, GLAD_t,l(X_t,l))`` over the GLAD layers.

@@ -1,0 +1,226 @@
+"""The pieces of a token-pruned ViT forward, per layer and per pruning step.
+
+:class:`~mmvitaccel.models.backbones.TokenPrunedVisionTransformer` runs
+mmpretrain's ``TransformerEncoderLayer`` unchanged; this module holds what
+it needs around them:
+
+* :func:`layer_forward`: one upstream layer with a policy in its softmax
+  and/or returning its attention map (to score the tokens);
+* :class:`PruningState`: the tokens' bookkeeping through a forward (patch
+  positions, which are alive, the soft policy, the padding mask, the
+  snapshot of pruned tokens) and one pruning step in either execution
+  (``'mask'``: keep all tokens, mask the pruned ones; ``'drop'``: gather
+  the kept ones);
+* :class:`PrunedTokens`: the result container a neck restores the grid
+  from.
+"""
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+from ...ops import (batch_mean_keep_mask, masked_attention, pad_kept_tokens,
+                    restore_tokens)
+
+__all__ = ['PrunedTokens', 'PruningState', 'layer_forward']
+
+
+class PrunedTokens(NamedTuple):
+    """A pruned token sequence and what is needed to restore the grid.
+
+    Attributes:
+        tokens (Tensor): ``(B, 1 + K, C)`` class token and current tokens.
+        index (Tensor): ``(B, K)`` their patch positions.
+        alive (Tensor): ``(B, K)`` bool, False for pruned (masked) tokens
+            and padding.
+        dropped (Tensor): ``(B, N, C)`` each position's features when it was
+            pruned (stale for alive positions).
+        hw (tuple[int, int]): the patch grid.
+    """
+    tokens: torch.Tensor
+    index: torch.Tensor
+    alive: torch.Tensor
+    dropped: torch.Tensor
+    hw: tuple
+
+    def restore(self):
+        """The full grid ``(B, C, H, W)``: alive tokens where they are,
+        pruned positions from the layer where they were dropped."""
+        grid = restore_tokens(self.dropped, self.tokens[:, 1:], self.index,
+                              self.alive)
+        return grid.transpose(1, 2).reshape(grid.shape[0], -1, *self.hw)
+
+
+def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
+                  training=False):
+    """One upstream ViT layer, with a policy in its softmax and/or returning
+    its attention.
+
+    ``x' = x + gamma1(Proj(A V))``, ``A = softmax(Q K^T / sqrt(d))``
+    masked by ``policy``; ``out = FFN(ln2(x'), identity=x')``; with
+    ``Q, K, V`` from ``attn.qkv(ln1(x))``.
+
+    Args:
+        layer (TransformerEncoderLayer): an upstream layer.
+        x (Tensor): ``(B, T, C)``.
+        policy (Tensor, optional): ``(B, T)`` float policy (or bool key
+            mask with ``mode='logits'``).
+        need_attn (bool): return the attention and context.
+        mode (str): the mask mode, ``'logits'`` or ``'policy'``.
+        training (bool): apply the attention dropout.
+
+    Returns:
+        tuple: ``(out (B, T, C), attn (B, h, T, T) | None,
+        context (B, h, T, d) | None)``.
+    """
+    if policy is None and not need_attn:
+        return layer(x), None, None
+    mha = layer.attn
+    B, T, C = x.shape
+    qkv = mha.qkv(layer.ln1(x)).reshape(B, T, 3, mha.num_heads,
+                                        mha.head_dims).permute(
+                                            2, 0, 3, 1, 4)
+    q, k, v = qkv[0], qkv[1], qkv[2]
+    if need_attn or mode == 'policy':
+        context, attn = masked_attention(q, k, v, mha.head_dims**-0.5,
+                                         policy, mode)
+        if training and mha.attn_drop > 0:  # as upstream's SDPA
+            context = F.dropout(attn, mha.attn_drop) @ v
+    else:
+        # 'logits' in the fused kernel: a bool key mask gives pruned keys a
+        # weight of exactly zero, the value their -65000 logit rounds to
+        keys = (policy > 0)[:, None, None, :]
+        context, attn = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=keys,
+            dropout_p=mha.attn_drop if training else 0.), None
+    out = mha.proj(context.transpose(1, 2).reshape(B, T, C))
+    x = x + mha.out_drop(mha.gamma1(mha.proj_drop(out)))
+    x = layer.ffn(layer.ln2(x), identity=x)
+    return x, attn, context
+
+
+class PruningState:
+    """Where the tokens of a pruned forward are, and one pruning step.
+
+    With ``E`` extra (class) tokens and ``N`` patches, the forward's tokens
+    are ``(B, E + K, C)``: ``K = N`` in ``'mask'`` execution, the kept
+    (padded) count after a ``'drop'``.
+
+    Args:
+        x (Tensor): the embedded tokens ``(B, E + N, C)``.
+        num_extra_tokens (int): ``E``.
+        keep_pruned (bool): keep a snapshot of each patch token as it was
+            when it was pruned (to restore the grid: ``'featmap'`` and
+            ``'tokens'`` outputs).
+
+    Attributes:
+        index (Tensor): ``(B, K)`` the patch positions of the current tokens.
+        alive (Tensor): ``(B, K)`` bool, False where pruned (``'mask'``) or
+            padding (``'drop'``).
+        policy (Tensor | None): ``(B, E + N)`` float policy (``'mask'``).
+        key_mask (Tensor | None): ``(B, E + K)`` bool, the padding mask
+            (``'drop'`` with images keeping different counts).
+        full (Tensor | None): ``(B, N, C)`` snapshot of pruned tokens.
+        count (Tensor): ``(B, )`` float, the tokens the next layer processes
+            (differentiable through a soft policy).
+    """
+
+    def __init__(self, x, num_extra_tokens, keep_pruned=False):
+        B, T = x.shape[:2]
+        E = num_extra_tokens
+        N = T - E
+        self.num_extra_tokens = E
+        self.num_patches = N
+        self.index = torch.arange(N, device=x.device).expand(B, N)
+        self.alive = torch.ones(B, N, dtype=torch.bool, device=x.device)
+        self.policy = None
+        self.key_mask = None
+        self.full = x[:, E:] if keep_pruned else None
+        self.count = x.new_full((B, ), float(T))
+
+    def attention_mask(self, mask):
+        """What the next layer's softmax is masked with.
+
+        Args:
+            mask (bool): ``'mask'`` execution (else ``'drop'``).
+
+        Returns:
+            Tensor | None: the policy ``(B, E + N)`` or the padding mask
+            ``(B, E + K)``; None while nothing is masked.
+        """
+        return self.policy if mask else self.key_mask
+
+    def grid_scores(self, scores):
+        """Scores of the current tokens placed on the patch grid.
+
+        Args:
+            scores (Tensor): ``(B, K)``.
+
+        Returns:
+            Tensor: ``(B, N)``, zero at pruned positions.
+        """
+        B = scores.shape[0]
+        return scores.new_zeros(B, self.num_patches).scatter(
+            1, self.index, scores.masked_fill(~self.alive, 0.))
+
+    def keep_mask(self):
+        """``(B, N)`` bool: the patch positions alive now."""
+        return self.alive.new_zeros(self.alive.shape[0],
+                                    self.num_patches).scatter(
+                                        1, self.index, self.alive)
+
+    def mask(self, x, keep):
+        """``'mask'`` execution: multiply the policy by ``keep``.
+
+        Args:
+            x (Tensor): the current tokens ``(B, E + N, C)``.
+            keep (Tensor): ``(B, N)`` bool, or float (a straight-through
+                soft mask).
+
+        Returns:
+            Tensor: ``x``, unchanged (all tokens stay).
+        """
+        E = self.num_extra_tokens
+        if keep.dtype == torch.bool:
+            keep = keep.to(x.dtype)
+        patch_policy = keep if self.policy is None else \
+            self.policy[:, E:] * keep
+        self.policy = torch.cat((x.new_ones(x.shape[0], E), patch_policy),
+                                dim=1)
+        new_alive = patch_policy > 0.5
+        if self.full is not None:  # snapshot of the tokens pruned here
+            dropped = (self.alive & ~new_alive)[..., None]
+            self.full = torch.where(dropped, x[:, E:], self.full)
+        self.alive = new_alive
+        self.count = E + patch_policy.sum(dim=-1)
+        return x
+
+    def drop(self, x, keep, scores=None):
+        """``'drop'`` execution: gather the kept tokens (padded to the
+        largest count, the padding masked).
+
+        Args:
+            x (Tensor): the current tokens ``(B, E + K, C)``.
+            keep (Tensor): ``(B, K)`` bool or float keep mask.
+            scores (Tensor, optional): ``(B, K)``; given, every image keeps
+                the batch-mean count of its best-scored tokens
+                (``batch_mode='mean'``).
+
+        Returns:
+            Tensor: the kept tokens ``(B, E + K', C)``.
+        """
+        E = self.num_extra_tokens
+        keep = keep > 0.5 if keep.dtype != torch.bool else keep
+        if scores is not None:
+            keep = batch_mean_keep_mask(
+                scores.masked_fill(~self.alive, float('-inf')),
+                keep & self.alive)
+        keep = keep & self.alive
+        if self.full is not None:
+            self.full = restore_tokens(self.full, x[:, E:], self.index,
+                                       self.alive)
+        x, sub, self.key_mask = pad_kept_tokens(x, keep, E)
+        self.index = self.index.gather(1, sub)
+        self.alive = keep.gather(1, sub)
+        self.count = (E + self.alive.sum(dim=-1)).to(x.dtype)
+        return x
