@@ -9,7 +9,6 @@ initialise them unchanged, they subclass mmdet's
 The fused ``qkv`` projection is split at run time: rows ``[:C]`` project the
 queries, rows ``[C:]`` the keys and values.
 """
-import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from mmdet.models.backbones.swin import SwinBlock
