@@ -3,7 +3,7 @@
 # plus SaiT's token pruning: after layer 3 (0-based: selection before layer
 # 3) the patch tokens are scored by TIS (attention column sums) and the fewest
 # reaching 70% of the TIS mass are kept. Training masks pruned keys with
-# -65000 logits; later layers alternate dense (even) and sparse (odd) epochs.
+# -1e4 logits; later layers alternate dense (even) and sparse (odd) epochs.
 # Train-time distillation option (the dagger): the TIS is distilled from a
 # pretrained teacher's last-layer class attention with weight beta = 4; set
 # model.tis_distill_weight=0 and model.teacher=None for plain SaiT-S/M0.7.

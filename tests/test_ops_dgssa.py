@@ -125,9 +125,11 @@ def test_glad_shapes_and_position_reembedding():
 
 def test_flops_formulas():
     d, n = 64, 50
-    assert layer_flops(n, d) == 12 * n * d * d + 2 * n * n * d
-    assert layer_flops(n, d, static=True) == 10 * n * d * d + n * n * d
-    assert glad_flops(50, 20, d, extra_tokens=1) == 49 * 19 * d
+    # the paper's formulas plus two LayerNorms (5 n d each, count_flops')
+    assert layer_flops(n, d) == 12 * n * d * d + 2 * n * n * d + 10 * n * d
+    assert layer_flops(n, d, static=True) == \
+        10 * n * d * d + n * n * d + 10 * n * d
+    assert glad_flops(50, 20, d, extra_tokens=1) == 49 * 19 * d + 5 * 19 * d
     flops = architecture_flops(n, d, 4, [1], [2], [20], extra_tokens=1)
     assert flops == (layer_flops(n, d) + layer_flops(n, d, True) +
                      glad_flops(n, 20, d, 1) + 2 * layer_flops(20, d))

@@ -1,9 +1,17 @@
 """Pure token algorithms (plain torch; no registry, no OpenMMLab imports)."""
+from .attention import (additive_mask, attention_logits, attention_probs,
+                        mask_logits, MASKED_LOGIT, masked_softmax,
+                        relative_position_bias, relative_position_index,
+                        window_mask)
+from .checks import check_choice
 from .cffn import (cffn_flops, cffn_params, compact_dims, CompactLinear,
                    ffn_flops, ffn_params, RepLinear, switch_to_deploy)
 from .dgssa import (attention_to_logits, AttentionStats, check_init_mode,
                     INIT_MODES, init_static_logits, local_logits, LOG_EPS,
                     MASK_VALUE, static_attention)
+from .flops import (attention_flops, attention_params, LAYER_NORM_FLOPS,
+                    layer_norm_flops, linear_flops, mlp_flops, mlp_params,
+                    vit_layer_flops, vit_layer_params)
 from .glad import (accuracy_metric, architecture_flops, GLAD, glad_flops,
                    glad_search, layer_flops, retained_energy, token_counts)
 from .hmhsa import (AttentionHallucination, check_even_heads,
@@ -13,17 +21,21 @@ from .hmhsa import (AttentionHallucination, check_even_heads,
 from .stvit import (adaptive_bins, bin_indices, CENTRE_POOLINGS, check_pooling,
                     IntraInterPooling, pool_centres, POOLING_MODES)
 from .token_pruning import (asvit_score, batch_mean_keep_mask, BATCH_MODES,
-                            check_choice, cls_attention_score, gather_tokens,
+                            cls_attention_score, gather_tokens,
                             kept_indices, MASK_MODES, masked_attention,
-                            MASKED_LOGIT, mass_keep_mask, pad_kept_tokens,
+                            mass_keep_mask, pad_kept_tokens,
                             restore_tokens, SCORERS, SELECTORS,
                             threshold_keep_mask, tis_score, topk_keep_mask,
-                            value_keep_count, value_keep_counts,
-                            vit_layer_flops)
+                            value_keep_count, value_keep_counts)
 from .windows import (mask_or_none, neighbourhood_mask, neighbourhood_windows,
                       pad_to_multiple, window_partition, window_reverse)
 
 __all__ = [
+    'additive_mask', 'attention_logits', 'attention_probs', 'mask_logits',
+    'masked_softmax', 'relative_position_bias', 'relative_position_index',
+    'window_mask', 'attention_flops', 'attention_params', 'LAYER_NORM_FLOPS',
+    'layer_norm_flops', 'linear_flops', 'mlp_flops', 'mlp_params',
+    'vit_layer_params',
     'cffn_flops', 'cffn_params', 'compact_dims', 'CompactLinear', 'ffn_flops',
     'ffn_params', 'RepLinear', 'switch_to_deploy', 'attention_to_logits',
     'AttentionStats', 'check_init_mode', 'INIT_MODES', 'init_static_logits',

@@ -19,6 +19,8 @@ Plain torch; the OpenMMLab glue is in ``mmvitaccel.models.layers.cffn``.
 import torch
 import torch.nn as nn
 
+from .flops import linear_flops, mlp_flops, mlp_params
+
 __all__ = [
     'compact_dims', 'RepLinear', 'CompactLinear', 'switch_to_deploy',
     'ffn_flops', 'cffn_flops', 'ffn_params', 'cffn_params'
@@ -224,7 +226,8 @@ def switch_to_deploy(model):
 
 
 def ffn_flops(n, c, hidden):
-    """Closed-form FLOPs of a vanilla FFN: ``2 m N C^2`` (``hidden = mC``).
+    """Closed-form FLOPs of a vanilla FFN: ``2 m N C^2`` (``hidden = mC``),
+    :func:`~mmvitaccel.ops.flops.mlp_flops`.
 
     Args:
         n (int): Tokens ``N``.
@@ -234,7 +237,7 @@ def ffn_flops(n, c, hidden):
     Returns:
         int: FLOPs of one image (biases and activation free).
     """
-    return 2 * n * c * hidden
+    return mlp_flops(n, c, hidden)
 
 
 def cffn_flops(n, c, hidden, ratio=0.5):
@@ -252,11 +255,14 @@ def cffn_flops(n, c, hidden, ratio=0.5):
         int: FLOPs of one image.
     """
     k = compact_dims(hidden, c, ratio)
-    return n * c * hidden + n * hidden * k + n * k * c
+    # M1, then the two factors U, V of M2
+    return (linear_flops(n, c, hidden) + linear_flops(n, hidden, k) +
+            linear_flops(n, k, c))
 
 
 def ffn_params(c, hidden):
-    """Parameters of a vanilla FFN: ``2 m C^2 + mC + C``.
+    """Parameters of a vanilla FFN: ``2 m C^2 + mC + C``
+    (:func:`~mmvitaccel.ops.flops.mlp_params`).
 
     Args:
         c (int): Channels.
@@ -265,7 +271,7 @@ def ffn_params(c, hidden):
     Returns:
         int: Parameter count.
     """
-    return 2 * c * hidden + hidden + c
+    return mlp_params(c, hidden)
 
 
 def cffn_params(c, hidden, ratio=0.5):

@@ -26,27 +26,32 @@ import math
 
 import torch
 
+from .attention import MASKED_LOGIT, masked_softmax
+from .checks import check_choice
+
 #: the static-attention initialisations of the paper's ablation
 INIT_MODES = ('dg', 'random', 'uniform', 'local')
 
 #: smallest probability turned into a logit (``log(0)`` is ``-inf``)
 LOG_EPS = 1e-6
 
-#: logit added where a bool mask forbids a key: finite, so that a row with
-#: no allowed key (a padding query) stays finite, and low enough that
-#: ``exp`` of it is exactly 0 next to any allowed key in float32
-MASK_VALUE = -1e4
+#: the masked-logit offset under DGSSA's older name (one value for every
+#: method: :data:`mmvitaccel.ops.attention.MASKED_LOGIT`)
+MASK_VALUE = MASKED_LOGIT
 
 
 def check_init_mode(mode):
-    """Raise a clear ``ValueError`` for an unknown static-attention init.
+    """Raise a clear ``ValueError`` for an unknown static-attention init
+    (:func:`~mmvitaccel.ops.checks.check_choice` with the name ``'static
+    attention init'``).
 
     Args:
         mode (str): one of :data:`INIT_MODES`.
+
+    Raises:
+        ValueError: ``mode`` is not in :data:`INIT_MODES`.
     """
-    if mode not in INIT_MODES:
-        raise ValueError(f'unknown static attention init {mode!r}; choose '
-                         f'from {INIT_MODES}')
+    check_choice('static attention init', mode, INIT_MODES)
 
 
 def static_attention(logits, v, mask=None):
@@ -63,7 +68,7 @@ def static_attention(logits, v, mask=None):
         mask (Tensor, optional): additive float mask ``(nW, N, N)`` (0 where
             allowed, a large negative number where not: Swin's shift mask)
             or bool mask ``(nW, N, N)`` (True where allowed; forbidden keys
-            get :data:`MASK_VALUE`).
+            get :data:`~mmvitaccel.ops.attention.MASKED_LOGIT`).
 
     Returns:
         Tensor: ``(B, h, N, d_h)``.
@@ -73,16 +78,12 @@ def static_attention(logits, v, mask=None):
         # counted exactly by count_flops
         return torch.einsum('hnm,bhmd->bhnd',
                             logits.softmax(dim=-1).to(v.dtype), v)
-    if mask.dtype == torch.bool:
-        mask = torch.zeros(mask.shape, dtype=logits.dtype,
-                           device=logits.device).masked_fill(
-                               ~mask, MASK_VALUE)
     nW = mask.shape[0]
     B, h, N, d = v.shape
     if B % nW:
         raise ValueError(f'{B} windows are not a multiple of the mask\'s '
                          f'{nW} windows')
-    attn = (logits[None] + mask[:, None].to(logits.dtype)).softmax(dim=-1)
+    attn = masked_softmax(logits[None], mask[:, None])  # (nW, h, N, N)
     out = torch.einsum('whnm,bwhmd->bwhnd', attn.to(v.dtype),
                        v.view(B // nW, nW, h, N, d))
     return out.reshape(B, h, N, d)

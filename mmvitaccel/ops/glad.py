@@ -7,10 +7,12 @@ Patterns* (no public code; reconstruction in ``NOTES.md``).
   map over the token axis, then LayerNorm, GELU and a new position
   embedding: ``Y = GELU(LN(W X)) + E``, ``W in R^{M x N}``,
   ``E in R^{M x d}`` (:class:`GLAD`).
-* FLOPs (multiply-adds, the paper's and ``count_flops``' convention) of a
+* FLOPs (multiply-adds, ``count_flops``' convention, :mod:`.flops`) of a
   layer on ``n`` tokens of ``d`` channels with MLP ratio 4: dynamic
-  ``12 n d^2 + 2 n^2 d``, DGSSA ``10 n d^2 + n^2 d``; a GLAD from ``n`` to
-  ``m`` tokens costs ``n m d`` (:func:`layer_flops`, :func:`glad_flops`).
+  ``12 n d^2 + 2 n^2 d + 10 n d``, DGSSA ``10 n d^2 + n^2 d + 10 n d``
+  (the paper's formulas plus the two LayerNorms, ``5 n d`` each); a GLAD
+  from ``n`` to ``m`` tokens costs ``n m d + 5 m d`` (its product and its
+  LayerNorm) (:func:`layer_flops`, :func:`glad_flops`).
 * Accuracy metric (AM), reconstructed as the retained singular-value energy:
   with ``sigma_{l,i}`` the expected ``i``-th singular value of layer
   ``l``'s attention over the training data, a layer that runs on ``m_l``
@@ -31,6 +33,9 @@ Plain torch: no registry, no OpenMMLab imports.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from .checks import check_choice
+from .flops import layer_norm_flops, linear_flops, vit_layer_flops
 
 GLAD_INITS = ('pool', 'random')
 
@@ -56,9 +61,7 @@ class GLAD(nn.Module):
         if not 1 <= out_tokens < in_tokens:
             raise ValueError(f'GLAD must reduce the tokens: got {in_tokens} '
                              f'-> {out_tokens}')
-        if init not in GLAD_INITS:
-            raise ValueError(f'unknown GLAD init {init!r}; choose from '
-                             f'{GLAD_INITS}')
+        check_choice('GLAD init', init, GLAD_INITS)
         self.in_tokens = in_tokens
         self.out_tokens = out_tokens
         self.init = init
@@ -97,10 +100,12 @@ class GLAD(nn.Module):
 
 
 def layer_flops(n, d, static=False):
-    """Multiply-adds of one ViT layer (MLP ratio 4) on ``n`` tokens.
+    """Multiply-adds of one ViT layer (MLP ratio 4) on ``n`` tokens,
+    :func:`~mmvitaccel.ops.flops.vit_layer_flops`.
 
     Dynamic: ``4 n d^2`` (qkv, proj) ``+ 2 n^2 d`` (QK^T, AV) ``+ 8 n d^2``
-    (FFN). DGSSA: ``2 n d^2`` (V, proj) ``+ n^2 d`` (AV) ``+ 8 n d^2``.
+    (FFN) ``+ 10 n d`` (two LayerNorms). DGSSA: ``2 n d^2`` (V, proj)
+    ``+ n^2 d`` (AV) ``+ 8 n d^2 + 10 n d``.
 
     Args:
         n (int): tokens.
@@ -110,14 +115,13 @@ def layer_flops(n, d, static=False):
     Returns:
         int: multiply-adds.
     """
-    if static:
-        return 10 * n * d * d + n * n * d
-    return 12 * n * d * d + 2 * n * n * d
+    # DGSSA has no Q, K and no scores: a query/key width of 0
+    return vit_layer_flops(n, d, 4 * d, qk_dims=0 if static else None)
 
 
 def glad_flops(n, m, d, extra_tokens=0):
-    """Multiply-adds of a GLAD from ``n`` to ``m`` tokens (``W X``; norm and
-    activation are not counted, as in the paper's formulas).
+    """Multiply-adds of a GLAD from ``n`` to ``m`` tokens: ``W X`` and the
+    LayerNorm of the ``m`` aggregated tokens (the activation is free).
 
     Args:
         n (int): tokens before (extra tokens included).
@@ -128,12 +132,15 @@ def glad_flops(n, m, d, extra_tokens=0):
     Returns:
         int: multiply-adds.
     """
-    return (n - extra_tokens) * (m - extra_tokens) * d
+    n, m = n - extra_tokens, m - extra_tokens
+    # W X is a linear map over the token axis: d columns of n -> m
+    return linear_flops(d, n, m) + layer_norm_flops(m, d)
 
 
 def architecture_flops(num_tokens, dims, num_layers, static_layers,
                        glad_layers=(), glad_tokens=(), extra_tokens=0):
-    """Multiply-adds of a ViT with DGSSA and GLAD layers (no stem/head).
+    """Multiply-adds of a ViT with DGSSA and GLAD layers (no stem, final
+    norm or head).
 
     Args:
         num_tokens (int): ``n_0``, extra tokens included.

@@ -30,6 +30,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .attention import attention_logits, masked_softmax
+from .flops import attention_flops, attention_params
+
 __all__ = [
     'check_even_heads', 'IntraHeadHallucination', 'CrossHeadHallucination',
     'AttentionHallucination', 'hallucinated_attention', 'mhsa_flops',
@@ -203,16 +206,14 @@ def hallucinated_attention(q,
     if 2 * q.shape[1] != v.shape[1]:
         raise ValueError(f'Q^ has {q.shape[1]} heads, V {v.shape[1]}; hMHSA '
                          f'needs V with twice the heads of Q^')
-    attn = (q * scale) @ k.transpose(-2, -1)  # A_r = Q^ K^T / sqrt(d)
+    attn = attention_logits(q, k, scale)  # A_r = Q^ K^T / sqrt(d)
     source = attn if mask is None else attn.masked_fill(mask < 0, 0.)
     # A = [A_r; A_h], A_h = CHH(IHH(A_r))
     attn = torch.cat(
         (attn, hallucination.hallucinate(source, grid, num_extra)), dim=1)
     if bias is not None:
         attn = attn + bias
-    if mask is not None:
-        attn = attn + mask
-    attn = attn.softmax(dim=-1)
+    attn = masked_softmax(attn, mask)
     if dropout_p:
         attn = F.dropout(attn, p=dropout_p)
     return attn @ v
@@ -250,11 +251,13 @@ def split_qkv_weights(qkv_weight, qkv_bias=None):
 
 
 def mhsa_flops(n, c, n_kv=None):
-    """Closed-form FLOPs (multiply-adds) of vanilla MHSA (paper Eq. 5).
+    """Closed-form FLOPs (multiply-adds) of vanilla MHSA (paper Eq. 5),
+    :func:`~mmvitaccel.ops.flops.attention_flops`.
 
     ``Q, K, V`` projections ``(n + 2 n_kv) C^2``, ``Q K^T`` and ``A V``
     ``2 n n_kv C``, ``Proj`` ``n C^2``; with ``n_kv = n`` this is
-    ``4 N C^2 + 2 N^2 C``. Biases, scaling and softmax are free.
+    ``4 N C^2 + 2 N^2 C``. Biases, scaling and softmax are free; the
+    layer's LayerNorm is not part of the attention module.
 
     Args:
         n (int): Query tokens ``N``.
@@ -265,12 +268,13 @@ def mhsa_flops(n, c, n_kv=None):
     Returns:
         int: FLOPs of one image.
     """
-    n_kv = n if n_kv is None else n_kv
-    return (2 * n + 2 * n_kv) * c * c + 2 * n * n_kv * c
+    return attention_flops(n, c, n_kv)
 
 
 def hmhsa_flops(n, c, h, n_kv=None, num_extra=0, kernel_size=3):
-    """Closed-form FLOPs of hMHSA (paper Eq. 7).
+    """Closed-form FLOPs of hMHSA (paper Eq. 7): the attention of
+    :func:`~mmvitaccel.ops.flops.attention_flops` with ``d_qk = C / 2``,
+    plus the hallucination.
 
     ``Q^`` ``n C^2 / 2``, ``K^`` ``n_kv C^2 / 2``, ``V`` ``n_kv C^2``,
     ``Proj`` ``n C^2``, ``Q^ K^T`` ``n n_kv C / 2``, ``A V`` ``n n_kv C``,
@@ -292,15 +296,16 @@ def hmhsa_flops(n, c, h, n_kv=None, num_extra=0, kernel_size=3):
     """
     n_kv = n if n_kv is None else n_kv
     g = check_even_heads(h)
-    proj = (n * c * c) // 2 + (n_kv * c * c) // 2 + n_kv * c * c + n * c * c
-    attn = (n * n_kv * c) // 2 + n * n_kv * c
+    # Q^, K^ of C / 2 channels (C is a multiple of the even h)
+    attn = attention_flops(n, c, n_kv, qk_dims=c // 2)
     ihh = kernel_size**2 * n * (n_kv - num_extra) * g
     chh = n * n_kv * g * g
-    return proj + attn + ihh + chh
+    return attn + ihh + chh
 
 
 def mhsa_params(c, bias=True):
-    """Parameters of vanilla MHSA: ``4 C^2`` (+ ``4 C`` biases).
+    """Parameters of vanilla MHSA: ``4 C^2`` (+ ``4 C`` biases),
+    :func:`~mmvitaccel.ops.flops.attention_params`.
 
     Args:
         c (int): Channels.
@@ -309,7 +314,7 @@ def mhsa_params(c, bias=True):
     Returns:
         int: Parameter count.
     """
-    return 4 * c * c + (4 * c if bias else 0)
+    return attention_params(c, bias=bias)
 
 
 def hmhsa_params(c, h, bias=True, kernel_size=3):
@@ -326,5 +331,5 @@ def hmhsa_params(c, h, bias=True, kernel_size=3):
         int: Parameter count.
     """
     g = check_even_heads(h)
-    linear = 3 * c * c + (3 * c if bias else 0)
+    linear = attention_params(c, c // 2, bias)  # 3 C^2 (+ 3 C)
     return linear + kernel_size**2 * g + g * g

@@ -16,6 +16,9 @@ Plain torch: no registry, no OpenMMLab imports.
 import torch
 import torch.nn as nn
 
+from .attention import masked_softmax
+from .checks import check_choice
+
 POOLING_MODES = ('max', 'avg')
 
 #: every way to get initial centres: the fixed modes and the learnable one
@@ -23,14 +26,17 @@ CENTRE_POOLINGS = POOLING_MODES + ('intra_inter', )
 
 
 def check_pooling(pooling):
-    """Raise a clear ``ValueError`` for an unknown centre pooling.
+    """Raise a clear ``ValueError`` for an unknown centre pooling
+    (:func:`~mmvitaccel.ops.checks.check_choice` with the name
+    ``'pooling'``).
 
     Args:
         pooling (str): one of :data:`CENTRE_POOLINGS`.
+
+    Raises:
+        ValueError: ``pooling`` is not in :data:`CENTRE_POOLINGS`.
     """
-    if pooling not in CENTRE_POOLINGS:
-        raise ValueError(f'unknown pooling {pooling!r}; choose from '
-                         f'{CENTRE_POOLINGS}')
+    check_choice('pooling', pooling, CENTRE_POOLINGS)
 
 
 def adaptive_bins(in_size, out_size):
@@ -122,9 +128,7 @@ def pool_centres(windows, window, out, mode='max', valid=None):
         tuple[Tensor, Tensor]: centres ``(N, h_s * w_s, C)`` (zero where the
         bin has no valid token) and their validity ``(N, h_s * w_s)``.
     """
-    if mode not in POOLING_MODES:
-        raise ValueError(f'unknown pooling mode {mode!r}; choose from '
-                         f'{POOLING_MODES}')
+    check_choice('pooling mode', mode, POOLING_MODES)
     members, keep = _bin_members(windows, window, out, valid)
     centre_valid = keep.any(-1)
     if mode == 'max':
@@ -192,12 +196,12 @@ class IntraInterPooling(nn.Module):
         centre_valid = keep.any(-1)
         # M: intra-window mask, one logit per token of each bin
         logits = self.intra(members)[..., 0]  # (N, S, n_b)
-        logits = logits.masked_fill(~keep, float('-inf'))
         # P^_s = softmax(M_s) . X_s
-        integrated = _masked_softmax_pool(logits, members, centre_valid)
+        integrated = _masked_softmax_pool(logits, members, keep,
+                                          centre_valid)
         # O = f_inter(P^); P_s = softmax(M_s + O_s) . X_s
         offsets = self.inter(integrated)  # (N, S, n_b)
-        centres = _masked_softmax_pool(logits + offsets, members,
+        centres = _masked_softmax_pool(logits + offsets, members, keep,
                                        centre_valid)
         return centres, centre_valid
 
@@ -205,9 +209,19 @@ class IntraInterPooling(nn.Module):
         return f'window={self.window}, out={self.out}'
 
 
-def _masked_softmax_pool(logits, members, centre_valid):
-    """``softmax(logits) . members`` per bin; empty bins give zeros."""
-    logits = logits.masked_fill(~centre_valid[..., None], 0.)
-    weight = logits.softmax(-1)
+def _masked_softmax_pool(logits, members, keep, centre_valid):
+    """``softmax(logits) . members`` per bin over the members in ``keep``
+    (:func:`~.attention.masked_softmax`); empty bins give zeros.
+
+    Args:
+        logits (Tensor): ``(N, S, n_b)``.
+        members (Tensor): ``(N, S, n_b, C)``.
+        keep (Tensor): ``(N, S, n_b)`` bool, the members that count.
+        centre_valid (Tensor): ``(N, S)`` bool, bins with a member.
+
+    Returns:
+        Tensor: ``(N, S, C)``.
+    """
+    weight = masked_softmax(logits, keep)
     pooled = (weight[..., None] * members).sum(2)
     return pooled.masked_fill(~centre_valid[..., None], 0.)

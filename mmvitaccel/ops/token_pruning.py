@@ -38,8 +38,10 @@ Three selectors:
 Batched execution of per-image keep counts:
 
 * training keeps every token and masks the attention:
-  :func:`masked_attention` with ``mode='logits'`` adds ``-65000`` to the
-  logits of pruned keys (SaiT), with ``mode='policy'`` the softmax is
+  :func:`masked_attention` with ``mode='logits'`` adds a large negative
+  logit to pruned keys (SaiT adds ``-65000``; we add the shared
+  :data:`~mmvitaccel.ops.attention.MASKED_LOGIT`, ``-1e4``, which also
+  gives them exactly zero weight and stays finite in float16), with ``mode='policy'`` the softmax is
   multiplied by the policy with the diagonal kept, so that the soft mask of
   AS-ViT receives gradients (DynamicViT's policy softmax);
 * inference drops tokens for real (:func:`gather_tokens`). Per image (batch
@@ -58,27 +60,14 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .attention import MASKED_LOGIT  # noqa: F401 (the old home's name)
+from .attention import attention_logits, masked_softmax
+from .checks import check_choice
+
 SCORERS = ('tis', 'asvit', 'cls')
 SELECTORS = ('value', 'mass', 'threshold')
 MASK_MODES = ('logits', 'policy')
 BATCH_MODES = ('pad', 'mean')
-
-#: the logit given to pruned keys in masked training (SaiT)
-MASKED_LOGIT = -65000.
-
-
-def check_choice(name, value, choices):
-    """Raise a clear ``ValueError`` when ``value`` is not in ``choices``.
-
-    Args:
-        name (str): the option's name, for the message.
-        value: the value given.
-        choices (Sequence): the accepted values.
-    """
-    if value not in choices:
-        raise ValueError(f'unknown {name} {value!r}; choose from '
-                         f'{tuple(choices)}')
-
 
 # --- attention ---------------------------------------------------------------
 
@@ -87,9 +76,9 @@ def masked_attention(q, k, v, scale, policy=None, mode='logits',
                      eps=1e-6):
     """Softmax attention with a token policy, returning the probabilities.
 
-    ``mode='logits'`` (SaiT): ``A = softmax(q k^T * scale + (1 - [p > 0]) *
-    (-65000))`` over the keys; pruned keys get a probability of about zero,
-    no gradient reaches the policy.
+    ``mode='logits'`` (SaiT): ``A = softmax(q k^T * scale + [p <= 0] *
+    MASKED_LOGIT)`` over the keys (:func:`~.attention.masked_softmax`);
+    pruned keys get a probability of zero, no gradient reaches the policy.
 
     ``mode='policy'`` (AS-ViT, after DynamicViT):
     ``G_ij = p_j + (1 - p_j) * [i == j]`` (each token keeps itself),
@@ -114,19 +103,20 @@ def masked_attention(q, k, v, scale, policy=None, mode='logits',
         probabilities ``A`` ``(B, h, T, T)``.
     """
     check_choice('mask mode', mode, MASK_MODES)
-    logits = (q @ k.transpose(-2, -1)) * scale
+    logits = attention_logits(q, k, scale)
     if policy is None:
         attn = logits.softmax(dim=-1)
     elif mode == 'logits':
-        pruned = (policy <= 0).to(logits.dtype)[:, None, None, :]
-        attn = (logits + pruned * MASKED_LOGIT).softmax(dim=-1)
+        attn = masked_softmax(logits, (policy > 0)[:, None, None, :])
     else:
         T = logits.shape[-1]
         eye = torch.eye(T, dtype=logits.dtype, device=logits.device)
         p = policy.to(logits.dtype)[:, None, None, :]
         gate = p + (1. - p) * eye
         # the max over the keys each row may see (not over all keys), so
-        # that eps stays negligible beside the row's sum
+        # that eps stays negligible beside the row's sum; -inf (not
+        # MASKED_LOGIT) since this is the bottom of a max over logits that
+        # may lie anywhere, and the diagonal is always visible
         peak = logits.masked_fill(gate <= 0, float('-inf')).amax(
             dim=-1, keepdim=True).detach()
         weights = (logits - peak).exp() * gate
@@ -404,26 +394,6 @@ def value_keep_counts(alive, density):
     alive = alive.to(torch.float64)
     total = torch.floor(density * (alive + 1) + 0.5)
     return torch.minimum(alive, (total - 1).clamp_min(1)).long()
-
-
-def vit_layer_flops(tokens, embed_dims, feedforward_channels):
-    """Analytical multiply-adds of one pre-norm ViT layer on ``n`` tokens,
-    counted as :func:`mmvitaccel.utils.flops.count_flops` counts them:
-
-    ``qkv 3 n C^2 + q k^T n^2 C + A v n^2 C + proj n C^2 + FFN 2 n C F +
-    two LayerNorms 2 * 5 n C``.
-
-    Args:
-        tokens (Tensor | float): ``n`` (a float tensor keeps the gradient of
-            a soft token count).
-        embed_dims (int): ``C``.
-        feedforward_channels (int): ``F``.
-
-    Returns:
-        Tensor | float: the FLOPs, same type as ``tokens``.
-    """
-    C, Fd = embed_dims, feedforward_channels
-    return (4 * C * C + 2 * C * Fd + 10 * C) * tokens + 2 * C * tokens**2
 
 
 def restore_tokens(full, tokens, index, valid=None):

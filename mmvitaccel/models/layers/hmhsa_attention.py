@@ -26,8 +26,9 @@ from mmpretrain.models.backbones.vision_transformer import \
     TransformerEncoderLayer
 from mmpretrain.models.utils import LayerScale, WindowMSA
 
-from ...ops import AttentionHallucination, check_even_heads, \
-    hallucinated_attention
+from ...ops import (AttentionHallucination, check_even_heads,
+                    hallucinated_attention, relative_position_bias,
+                    window_mask)
 from .cffn import compact_ffn
 
 __all__ = [
@@ -337,13 +338,11 @@ class HallucinatedWindowMSA(HallucinatedAttentionMixin, WindowMSA):
         """
         Bw, N, C = x.shape
         Wh, Ww = self.window_size
-        bias = self.relative_position_bias_table[
-            self.relative_position_index.view(-1)].view(N, N, -1).permute(
-                2, 0, 1)  # (h, N, N)
+        bias = relative_position_bias(self.relative_position_bias_table,
+                                      self.relative_position_index)
         if mask is not None:
-            nW = mask.shape[0]
             # window b * nW + w of the batch uses mask[w]: (B * nW, 1, N, N)
-            mask = mask.unsqueeze(1).repeat(Bw // nW, 1, 1, 1)
+            mask = window_mask(mask, Bw)
         out = self._attend(x, x, (Wh, Ww), 0, self.scale, bias, mask,
                            self.attn_drop.p if self.training else 0.)
         return self.proj_drop(self.proj(out))
@@ -352,7 +351,6 @@ class HallucinatedWindowMSA(HallucinatedAttentionMixin, WindowMSA):
 def is_hallucinated(module):
     """Whether ``module`` is one of the hMHSA attentions above."""
     return isinstance(module, HallucinatedAttentionMixin)
-
 
 
 def resolve_hmhsa_stages(hmhsa, num_heads):

@@ -9,12 +9,11 @@ initialise them unchanged, they subclass mmdet's
 The fused ``qkv`` projection is split at run time: rows ``[:C]`` project the
 queries, rows ``[C:]`` the keys and values.
 """
-import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from mmdet.models.backbones.swin import SwinBlock
 
-from ...ops import window_partition, window_reverse
+from ...ops import additive_mask, window_partition, window_reverse
 
 
 def _key_mask(key_valid, batch_windows):
@@ -223,9 +222,11 @@ class MaskedWindowSwinBlock(SwinBlock):
         mask = None
         if valid is not None and not bool(valid.all()):
             key_valid = window_partition(valid, window)  # (nW, w*w)
-            mask = torch.zeros(key_valid.shape + key_valid.shape[-1:],
-                               dtype=x.dtype, device=x.device)
-            mask.masked_fill_(~key_valid[:, None, :], float('-inf'))
+            # (nW, w*w, w*w): MASKED_LOGIT on padded keys, every window
+            # holds a valid key (the padding is less than a window)
+            mask = additive_mask(
+                key_valid[:, None, :].expand(-1, key_valid.shape[-1], -1),
+                x.dtype)
 
         def _inner_forward(x):
             windows = window_partition(self.norm1(x), window)

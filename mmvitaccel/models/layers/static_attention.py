@@ -11,11 +11,12 @@ Proj, so a pretrained layer converts in place.
 """
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from mmengine.model import BaseModule
 
-from ...ops import (MASK_VALUE, pad_to_multiple, static_attention, window_partition,
+from ...ops import (attention_probs, mask_logits, pad_to_multiple,
+                    static_attention, window_mask, window_partition,
                     window_reverse)
+from ...ops import relative_position_bias as gather_relative_position_bias
 
 
 def _value_rows(qkv):
@@ -123,7 +124,7 @@ class StaticMultiheadAttention(BaseModule):
             # attention dropout on the shared matrix: drop some keys
             # (the softmax renormalises the rest)
             keep = torch.rand_like(logits) >= self.attn_drop
-            logits = logits.masked_fill(~keep, MASK_VALUE)
+            logits = mask_logits(logits, keep)
         x = static_attention(logits, v)  # softmax(S) . V
         x = x.transpose(1, 2).reshape(B, N, self.embed_dims)
         x = self.proj(x)
@@ -307,21 +308,18 @@ def window_attention(msa, x, mask=None):
     B, N, C = x.shape
     qkv = msa.qkv(x).reshape(B, N, 3, msa.num_heads, -1).permute(2, 0, 3, 1,
                                                                    4)
-    attn = (qkv[0] * msa.scale) @ qkv[1].transpose(-2, -1)
-    attn = attn + relative_position_bias(msa)[None]
     if mask is not None:
-        nW = mask.shape[0]
-        attn = attn.view(B // nW, nW, msa.num_heads, N, N) + mask[:, None]
-        attn = attn.view(B, msa.num_heads, N, N)
-    return attn.softmax(-1)
+        mask = window_mask(mask, B)
+    return attention_probs(qkv[0], qkv[1], msa.scale,
+                           relative_position_bias(msa), mask)
 
 
 def relative_position_bias(msa):
-    """``(h, w^2, w^2)`` relative position bias of an mmdet ``WindowMSA``."""
-    n = msa.window_size[0] * msa.window_size[1]
-    bias = msa.relative_position_bias_table[
-        msa.relative_position_index.view(-1)].view(n, n, -1)
-    return bias.permute(2, 0, 1).contiguous()
+    """``(h, w^2, w^2)`` relative position bias of an mmdet ``WindowMSA``
+    (:func:`mmvitaccel.ops.relative_position_bias` of its table and
+    index)."""
+    return gather_relative_position_bias(msa.relative_position_bias_table,
+                                         msa.relative_position_index)
 
 
 def vit_attention(attn, x):
@@ -337,5 +335,4 @@ def vit_attention(attn, x):
     B, N, _ = x.shape
     qkv = attn.qkv(x).reshape(B, N, 3, attn.num_heads,
                               attn.head_dims).permute(2, 0, 3, 1, 4)
-    logits = qkv[0] @ qkv[1].transpose(-2, -1) * attn.head_dims**-0.5
-    return F.softmax(logits, dim=-1)
+    return attention_probs(qkv[0], qkv[1], attn.head_dims**-0.5)
