@@ -408,7 +408,7 @@ def value_keep_counts(alive, density):
 
 def vit_layer_flops(tokens, embed_dims, feedforward_channels):
     """Analytical multiply-adds of one pre-norm ViT layer on ``n`` tokens,
-    counted as :func:`mmvitaccel.utils.flops.count_flops` counts them:
+    counted as :func:`mmvitaccel.analysis.flops.count_flops` counts them:
 
     ``qkv 3 n C^2 + q k^T n^2 C + A v n^2 C + proj n C^2 + FFN 2 n C F +
     two LayerNorms 2 * 5 n C``.
