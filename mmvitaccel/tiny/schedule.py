@@ -84,4 +84,3 @@ def shorten_schedule(cfg, opts):
         hooks['checkpoint'].pop('save_best', None)
     if 'logger' in hooks:
         hooks['logger']['interval'] = opts['log_interval']
-

@@ -162,4 +162,3 @@ def make_tiny_ade20k(root, num_train=8, num_val=4, img_size=(128, 128),
             num_val=num_val,
             img_size=list(img_size),
             seed=seed), _build_ade20k)
-

@@ -186,4 +186,3 @@ def make_tiny_coco(root,
             img_size=list(img_size),
             max_objects=max_objects,
             seed=seed), _build_coco)
-

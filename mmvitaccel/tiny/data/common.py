@@ -155,8 +155,16 @@ def _polygon_area(polygon):
     return 0.5 * abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))
 
 
-
 def _read_marker(root):
+    """The parameters recorded in a dataset folder's :data:`MARKER`.
+
+    Args:
+        root (str): A dataset folder.
+
+    Returns:
+        dict | None: The marker's content, or None when the folder has no
+        readable marker (not generated, or interrupted before the end).
+    """
     try:
         with open(osp.join(root, MARKER), encoding='utf-8') as f:
             return json.load(f)
@@ -166,7 +174,22 @@ def _read_marker(root):
 
 def _ensure(root, kind, params, build):
     """Return ``root``, building it with ``build(tmp_dir, **params)`` unless
-    it already holds a complete dataset with the same parameters."""
+    it already holds a complete dataset with the same parameters.
+
+    Args:
+        root (str): The dataset folder.
+        kind (str): The dataset kind recorded in the marker.
+        params (dict): The generator's parameters, recorded in the marker
+            and passed to ``build``.
+        build (Callable): Writes the dataset into an empty folder, called as
+            ``build(tmp_dir, **params)``.
+
+    Returns:
+        str: The absolute path of ``root``.
+
+    Raises:
+        FileExistsError: If ``root`` is not empty and holds no marker.
+    """
     root = osp.abspath(root)
     # Round-trip through JSON so tuples compare equal to stored lists.
     marker = json.loads(
@@ -203,4 +226,3 @@ def _ensure(root, kind, params, build):
             if path is not None and osp.isdir(path):
                 shutil.rmtree(path, ignore_errors=True)
     return root
-

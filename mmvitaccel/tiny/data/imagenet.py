@@ -145,4 +145,3 @@ def make_tiny_imagenet(root,
             num_val_per_class=num_val_per_class,
             img_size=img_size,
             seed=seed), _build_imagenet)
-

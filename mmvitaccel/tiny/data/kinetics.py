@@ -134,4 +134,3 @@ def make_tiny_kinetics(root,
             img_size=list(img_size),
             fps=fps,
             seed=seed), _build_kinetics)
-
