@@ -37,7 +37,8 @@ def _child(name, parent, locations=()):
         name, parent=parent, scope=_SCOPE, locations=list(locations))
 
 
-RUNNERS = _child('runner', MMENGINE_RUNNERS, ['mmvitaccel.engine'])
+RUNNERS = _child('runner', MMENGINE_RUNNERS,
+                 ['mmvitaccel.engine', 'mmvitaccel.tiny'])
 LOOPS = _child('loop', MMENGINE_LOOPS, ['mmvitaccel.engine'])
 HOOKS = _child('hook', MMENGINE_HOOKS, ['mmvitaccel.engine'])
 DATASETS = _child('dataset', MMENGINE_DATASETS)

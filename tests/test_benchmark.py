@@ -1,4 +1,4 @@
-"""Tests of the interleaved benchmark (mmvitaccel.utils.benchmark) and its
+"""Tests of the interleaved benchmark (mmvitaccel.analysis.timing) and its
 CLI tools/analysis/benchmark.py."""
 import json
 import os.path as osp
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from mmvitaccel.utils.benchmark import (BenchmarkResult, RatioStats,
+from mmvitaccel.analysis.timing import (BenchmarkResult, RatioStats,
                                         interleaved_benchmark)
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))

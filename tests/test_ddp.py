@@ -14,7 +14,7 @@ from mmengine.config import Config
 
 import mmvitaccel  # noqa: F401
 from mmvitaccel import compat
-from mmvitaccel.utils.tiny import tinyfy_config
+from mmvitaccel.tiny import tinyfy_config
 
 from .utils import REPO, TINY_MODELS
 

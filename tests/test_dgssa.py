@@ -15,7 +15,7 @@ from mmvitaccel.models.layers import (StaticShiftWindowMSA, StaticWindowMSA,
 from mmvitaccel.models.layers import static_attention as static_module
 from mmvitaccel.ops import (architecture_flops, attention_to_logits,
                             layer_flops)
-from mmvitaccel.utils.flops import count_flops
+from mmvitaccel.analysis.flops import count_flops
 
 from .utils import (assert_clear_gradients, assert_padding_invariant,
                     random_readout)

@@ -1,4 +1,4 @@
-"""Tests of the FLOP-counting convention (mmvitaccel.utils.flops).
+"""Tests of the FLOP-counting convention (mmvitaccel.analysis.flops).
 
 FLOPs = multiply-adds counted by mmengine's FlopAnalyzer (jit trace), with
 this project's handle for ``aten::scaled_dot_product_attention``; layer norms
@@ -10,8 +10,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import mmvitaccel  # noqa: F401
-from mmvitaccel.utils.flops import (average_flops, count_flops, count_params,
-                                    sdpa_flop_jit)
+from mmvitaccel.analysis.flops import (average_flops, count_flops,
+                                       count_params, sdpa_flop_jit)
 
 
 class Attention(nn.Module):
@@ -301,7 +301,7 @@ def test_get_flops_cli_real_images(tmp_path, tiny_data_dir, capsys):
 
 def test_einsum_counts_contractions_only():
     import torch.nn as nn
-    from mmvitaccel.utils.flops import count_flops
+    from mmvitaccel.analysis.flops import count_flops
 
     class Einsums(nn.Module):
 

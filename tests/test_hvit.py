@@ -13,7 +13,7 @@ from mmvitaccel.models.layers import (HallucinatedSRA, HallucinatedWindowMSA,
                                       HViTEncoderLayer)
 from mmvitaccel.ops import (CompactLinear, RepLinear, cffn_flops, ffn_flops,
                             hmhsa_flops, mhsa_flops)
-from mmvitaccel.utils.flops import count_flops
+from mmvitaccel.analysis.flops import count_flops
 
 from .utils import assert_clear_gradients, random_readout
 
@@ -281,7 +281,7 @@ def test_full_size_pvtv2_b1_flops_and_params_cross_check():
     (all stages) save equals the closed formulas summed over the layers."""
     from mmvitaccel.ops import cffn_params, ffn_params, hmhsa_params, \
         mhsa_params
-    from mmvitaccel.utils.flops import count_params
+    from mmvitaccel.analysis.flops import count_params
     x = torch.randn(1, 3, 224, 224)
     base = HViTPyramidVisionTransformerV2(hmhsa=False, cffn=False)
     both = HViTPyramidVisionTransformerV2(deploy=True)

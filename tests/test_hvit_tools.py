@@ -154,7 +154,7 @@ def test_generated_tinyimagenet_fits_the_pvtv2_config(tmp_path):
     layout hvit_pvtv2_b1_tinyimagenet.py documents and reads."""
     from mmpretrain.registry import DATASETS
 
-    from mmvitaccel.utils.tiny_data import make_tiny_imagenet
+    from mmvitaccel.tiny.data import make_tiny_imagenet
     root = make_tiny_imagenet(str(tmp_path / 'tin'), num_classes=200,
                               num_train_per_class=1, num_val_per_class=1,
                               img_size=64)

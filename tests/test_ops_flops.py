@@ -18,7 +18,7 @@ from mmvitaccel.ops import (attention_flops, attention_params,
                             mhsa_params, mlp_flops, pool_centres,
                             POOLING_MODES, vit_layer_flops, vit_layer_params)
 from mmvitaccel.ops.attention import MASKED_LOGIT
-from mmvitaccel.utils.flops import count_flops, count_params
+from mmvitaccel.analysis.flops import count_flops, count_params
 
 PROPS = settings(max_examples=40, deadline=None, database=None,
                  derandomize=True)

@@ -11,7 +11,7 @@ from mmvitaccel.ops import (AttentionHallucination, CompactLinear,
                             ffn_flops, hallucinated_attention, hmhsa_flops,
                             hmhsa_params, mhsa_flops, split_qkv_weights,
                             switch_to_deploy)
-from mmvitaccel.utils.flops import count_flops, count_params
+from mmvitaccel.analysis.flops import count_flops, count_params
 
 
 class HalluAttention(nn.Module):

@@ -50,7 +50,7 @@ def test_model_resolves_from_scope(scope, probe_model):
 def test_runner_resolves_from_scope(scope):
     toolbox = importlib.import_module(f'{scope}.registry')
     assert toolbox.RUNNERS.get('mmvitaccel.TinyRunner') is \
-        mmvitaccel.engine.TinyRunner
+        mmvitaccel.tiny.TinyRunner
 
 
 def test_upstream_names_fall_back_from_our_scope():

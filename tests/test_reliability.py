@@ -13,8 +13,8 @@ from mmpretrain.models import VisionTransformer
 import mmvitaccel  # noqa: F401
 from mmvitaccel.models import STViTRSwinTransformer
 from mmvitaccel.models.utils import describe_checkpoint, load_with_report
-from mmvitaccel.utils.launch import build_runner
-from mmvitaccel.utils.tiny import tinyfy_config
+from mmvitaccel.apis.launch import build_runner
+from mmvitaccel.tiny import tinyfy_config
 
 from .utils import REPO, TINY_MODELS, tiny_config
 

@@ -17,7 +17,7 @@ import mmvitaccel  # noqa: F401
 from mmvitaccel.models import STViTDeiT
 from mmvitaccel.models.layers import CrossAttentionViTLayer
 from mmvitaccel.models.utils import deit_converter, deit_state_dict
-from mmvitaccel.utils.flops import count_flops, count_params
+from mmvitaccel.analysis.flops import count_flops, count_params
 
 from .utils import REPO, assert_clear_gradients, random_readout
 

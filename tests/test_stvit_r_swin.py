@@ -7,7 +7,7 @@ from mmengine.config import ConfigDict
 import mmvitaccel  # noqa: F401
 from mmvitaccel.models import STViTRSwinTransformer
 from mmvitaccel.models.backbones import stvit_r_swin, stvit_swin
-from mmvitaccel.utils.flops import count_flops
+from mmvitaccel.analysis.flops import count_flops
 
 from .utils import (assert_clear_gradients, assert_padding_invariant,
                     random_readout)

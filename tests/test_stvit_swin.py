@@ -8,7 +8,7 @@ from mmdet.models.backbones import SwinTransformer
 from mmvitaccel.models import STViTSwinTransformer
 from mmvitaccel.models.backbones import stvit_swin
 from mmvitaccel.models.layers import CrossAttentionSwinBlock
-from mmvitaccel.utils.flops import count_flops
+from mmvitaccel.analysis.flops import count_flops
 
 from .utils import assert_padding_invariant
 

@@ -7,7 +7,7 @@ import torch
 from mmvitaccel.models import STViTSwinTransformer3D  # before mmaction
 from mmaction.models.backbones.swin import SwinTransformer3D  # noqa: E402,I100
 from mmvitaccel.models.backbones import stvit_swin3d
-from mmvitaccel.utils.flops import count_flops
+from mmvitaccel.analysis.flops import count_flops
 
 from .utils import assert_padding_invariant
 

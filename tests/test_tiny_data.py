@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from mmvitaccel.utils import tiny_data
-from mmvitaccel.utils.tiny_data import (ADE20K_LABELS, COCO_CATEGORIES,
-                                        COCO_OBJECTS, MARKER,
-                                        MAX_IMAGENET_CLASSES,
-                                        make_tiny_ade20k, make_tiny_coco,
-                                        make_tiny_imagenet,
-                                        make_tiny_kinetics, tiny_data_root)
+from mmvitaccel.tiny import data as tiny_data
+from mmvitaccel.tiny.data import (ADE20K_LABELS, COCO_CATEGORIES,
+                                  COCO_OBJECTS, MARKER, MAX_IMAGENET_CLASSES,
+                                  imagenet, make_tiny_ade20k, make_tiny_coco,
+                                  make_tiny_imagenet, make_tiny_kinetics,
+                                  tiny_data_root)
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
@@ -82,7 +81,7 @@ def test_idempotent_and_atomic(tmp_path, monkeypatch):
         raise RuntimeError('interrupted')
 
     with monkeypatch.context() as m:
-        m.setattr(tiny_data, '_write_text', fail)
+        m.setattr(imagenet, '_write_text', fail)
         with pytest.raises(RuntimeError, match='interrupted'):
             make_tiny_imagenet(root, **kwargs)
     # nothing half-written is left behind
@@ -173,7 +172,7 @@ def test_imagenet(small_data, tmp_path):
 
     # a Tiny-ImageNet shaped set: 200 classes of 64x64 images, class folders
     # sorted in label order
-    classes = {tiny_data._imagenet_class(i) for i in range(
+    classes = {imagenet._imagenet_class(i) for i in range(
         MAX_IMAGENET_CLASSES)}
     assert len(classes) == MAX_IMAGENET_CLASSES >= 200
     root = make_tiny_imagenet(
@@ -182,7 +181,7 @@ def test_imagenet(small_data, tmp_path):
         num_train_per_class=1,
         num_val_per_class=0)
     folders = os.listdir(osp.join(root, 'train'))
-    assert sorted(folders) == [tiny_data._imagenet_folder(i)
+    assert sorted(folders) == [imagenet._imagenet_folder(i)
                                for i in range(200)]
     tiny = ImageNet(data_root=root, split='train')
     assert sorted(tiny.get_gt_labels().tolist()) == list(range(200))

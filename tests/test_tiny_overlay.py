@@ -5,7 +5,7 @@ import pytest
 from mmengine.config import Config
 
 import mmvitaccel  # noqa: F401
-from mmvitaccel.utils.tiny import tinyfy_config
+from mmvitaccel.tiny import tinyfy_config
 
 from .utils import REPO
 
@@ -147,7 +147,7 @@ def test_wrapped_datasets_and_remote_weights(tiny_data_dir):
 
 
 def test_tiny_keeps_a_dataset_made_with_another_seed(tmp_path):
-    from mmvitaccel.utils.tiny_data import make_tiny_data, tiny_data_root
+    from mmvitaccel.tiny.data import make_tiny_data, tiny_data_root
     made = make_tiny_data('ade20k', str(tmp_path / 'ade20k'), seed=3)
     marker = (tmp_path / 'ade20k' / '.tiny_data.json').read_text()
     assert tiny_data_root('ade20k', str(tmp_path)) == made

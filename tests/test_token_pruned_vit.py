@@ -6,7 +6,7 @@ from mmpretrain.models import VisionTransformer
 
 import mmvitaccel  # noqa: F401
 from mmvitaccel.models import TokenPrunedVisionTransformer
-from mmvitaccel.utils.flops import count_flops
+from mmvitaccel.analysis.flops import count_flops
 
 TINY = dict(embed_dims=64, num_layers=6, num_heads=4, feedforward_channels=128)
 KW = dict(arch=TINY, img_size=64, patch_size=8)  # 8x8 = 64 patches

@@ -8,8 +8,8 @@ import os.path as osp
 import pytest
 import torch
 
-from mmvitaccel.utils.benchmark import build_model, load_config
-from mmvitaccel.utils.flops import count_flops
+from mmvitaccel.apis.harness import build_model, load_config
+from mmvitaccel.analysis.flops import count_flops
 
 from .test_tools import run
 from .utils import REPO

@@ -7,7 +7,7 @@ from mmengine.config import Config
 from mmengine.runner import Runner
 
 import mmvitaccel  # noqa: F401
-from mmvitaccel.utils.tiny import tinyfy_config
+from mmvitaccel.tiny import tinyfy_config
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 

@@ -26,11 +26,11 @@ import os.path as osp
 import torch
 
 import mmvitaccel  # noqa: F401  (registers components, applies compat fixes)
-from mmvitaccel.utils.attention_stats import (build_host_backbone,
-                                              collect_attention,
-                                              dgssa_checkpoint)
-from mmvitaccel.utils.launch import load_config_file
-from mmvitaccel.utils.tiny import tinyfy_config
+from mmvitaccel.analysis.attention_stats import (build_host_backbone,
+                                                 collect_attention,
+                                                 dgssa_checkpoint)
+from mmvitaccel.apis.launch import load_config_file
+from mmvitaccel.tiny import tinyfy_config
 
 
 def parse_args():

@@ -22,10 +22,10 @@ import argparse
 import mmvitaccel  # noqa: F401  (registers components, applies compat fixes)
 from mmvitaccel.models import DGSSAVisionTransformer
 from mmvitaccel.ops import accuracy_metric, architecture_flops, glad_search
-from mmvitaccel.utils.attention_stats import (build_host_backbone,
-                                              collect_attention)
-from mmvitaccel.utils.launch import load_config_file
-from mmvitaccel.utils.tiny import tinyfy_config
+from mmvitaccel.analysis.attention_stats import (build_host_backbone,
+                                                 collect_attention)
+from mmvitaccel.apis.launch import load_config_file
+from mmvitaccel.tiny import tinyfy_config
 
 
 def parse_args():

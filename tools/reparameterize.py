@@ -26,7 +26,7 @@ sys.path.insert(0, REPO)
 import mmvitaccel  # noqa: E402,F401
 from mmvitaccel.models.backbones import HViTHostMixin  # noqa: E402
 from mmvitaccel.ops import RepLinear, switch_to_deploy  # noqa: E402
-from mmvitaccel.utils.launch import load_config_file  # noqa: E402
+from mmvitaccel.apis.launch import load_config_file  # noqa: E402
 
 
 def parse_args(argv=None):

@@ -7,10 +7,10 @@ mmvitaccel components).
 import argparse
 
 import mmvitaccel  # noqa: F401  (registers components, applies compat fixes)
-from mmvitaccel.utils.launch import (add_common_args, build_runner,
-                                     finish_distributed,
-                                     enable_amp, load_config, set_local_rank)
-from mmvitaccel.utils.tiny import tinyfy_config
+from mmvitaccel.apis.launch import (add_common_args, build_runner,
+                                    enable_amp, finish_distributed,
+                                    load_config, set_local_rank)
+from mmvitaccel.tiny import tinyfy_config
 
 
 def parse_args():

@@ -24,7 +24,7 @@ REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 import mmvitaccel  # noqa: E402,F401  (stack fixes, registry)
-from mmvitaccel.utils.benchmark import (  # noqa: E402
+from mmvitaccel.apis.harness import (  # noqa: E402
     build_model, load_config, real_data_batches)
 
 

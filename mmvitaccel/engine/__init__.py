@@ -1,9 +1,7 @@
 from .checkpoint_check_hook import CheckpointCheckHook
 from .dense_sparse_hook import DenseSparseAlternateHook
 from .step_seed_hook import StepSeedHook
-from .tiny_runner import TinyRunner
 
 __all__ = [
-    'CheckpointCheckHook', 'DenseSparseAlternateHook', 'StepSeedHook',
-    'TinyRunner'
+    'CheckpointCheckHook', 'DenseSparseAlternateHook', 'StepSeedHook'
 ]

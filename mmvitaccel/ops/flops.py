@@ -1,7 +1,7 @@
 """Closed-form FLOPs and parameters of a ViT layer, in one convention.
 
 The convention is that of the measured counter,
-``mmvitaccel.utils.flops.count_flops`` (mmengine's ``FlopAnalyzer`` with
+``mmvitaccel.analysis.flops.count_flops`` (mmengine's ``FlopAnalyzer`` with
 our extra handles), so that a formula here equals what the counter reports
 for the same module:
 

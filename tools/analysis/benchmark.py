@@ -26,10 +26,11 @@ REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, REPO)
 
 import mmvitaccel  # noqa: E402,F401  (stack fixes, registry)
-from mmvitaccel.utils.benchmark import (  # noqa: E402
-    backbone_input, build_model, default_num_threads, dummy_data_batch,
-    interleaved_benchmark, load_config, parse_shape, real_data_batches,
-    toolbox_of)
+from mmvitaccel.analysis.timing import (  # noqa: E402
+    default_num_threads, interleaved_benchmark)
+from mmvitaccel.apis.harness import (  # noqa: E402
+    backbone_input, build_model, dummy_data_batch, load_config, parse_shape,
+    real_data_batches, toolbox_of)
 
 
 def parse_args(argv=None):

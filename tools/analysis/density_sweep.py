@@ -10,14 +10,14 @@ dense reference run (no pruning), and writes ``sweep.csv`` and
 Columns: ``param, value, metric, accuracy, gflops, flops_ratio,
 mean_density, images_per_s, throughput_ratio``. FLOPs are per image, by
 the project convention: the whole model counted once with
-:func:`mmvitaccel.utils.flops.count_flops` without pruning, minus the
+:func:`mmvitaccel.analysis.flops.count_flops` without pruning, minus the
 analytical FLOPs that each image's pruning saves (exactly what the counter
 gives on the pruned forward; see ``tests/test_token_pruned_vit.py``).
 ``mean_density`` is the mean kept fraction of patch tokens over the layers
 after the first pruning location. Throughputs are measured after the
 accuracy pass, on the same batches, with every setting timed in turn within
-each round (:func:`mmvitaccel.utils.benchmark.interleaved_benchmark`, median
-over ``--rounds``), so that machine noise hits all settings alike;
+each round (:func:`mmvitaccel.analysis.timing.interleaved_benchmark`,
+median over ``--rounds``), so that machine noise hits all settings alike;
 ``throughput_ratio`` is the median per-round ratio to the dense run.
 
 Examples::
@@ -42,9 +42,10 @@ REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, REPO)
 
 import mmvitaccel  # noqa: E402,F401  (stack fixes, registry)
-from mmvitaccel.utils.benchmark import (  # noqa: E402
-    build_model, interleaved_benchmark, load_config, real_data_batches)
-from mmvitaccel.utils.flops import count_flops  # noqa: E402
+from mmvitaccel.analysis.flops import count_flops  # noqa: E402
+from mmvitaccel.analysis.timing import interleaved_benchmark  # noqa: E402
+from mmvitaccel.apis.harness import (  # noqa: E402
+    build_model, load_config, real_data_batches)
 
 PARAMS = ('density', 'mass_threshold', 'threshold_scale')
 FIELDS = ('param', 'value', 'metric', 'accuracy', 'gflops', 'flops_ratio',

@@ -1,6 +1,6 @@
 # Copyright (c) mmvitaccel contributors. All rights reserved.
 """Params and FLOPs of a model from its config, by the project convention
-(:mod:`mmvitaccel.utils.flops`: one multiply-add = one FLOP, mmengine's
+(:mod:`mmvitaccel.analysis.flops`: one multiply-add = one FLOP, mmengine's
 FlopAnalyzer plus an SDPA handle, eval mode, no_grad).
 
 Examples::
@@ -22,13 +22,11 @@ REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, REPO)
 
 import mmvitaccel  # noqa: E402,F401  (stack fixes, registry)
-from mmvitaccel.utils.benchmark import (  # noqa: E402
+from mmvitaccel.analysis.flops import (  # noqa: E402
+    average_flops, count_flops, count_params)
+from mmvitaccel.apis.harness import (  # noqa: E402
     backbone_input, build_model, dummy_data_batch, load_config, parse_shape,
     real_data_batches, tensor_mode_kwargs, toolbox_of)
-from mmvitaccel.utils.flops import (
-    average_flops,
-    count_flops,  # noqa: E402
-    count_params)
 
 
 def parse_args(argv=None):

@@ -1,4 +1,4 @@
-"""Generate the tiny datasets of :mod:`mmvitaccel.utils.tiny_data`.
+"""Generate the tiny datasets of :mod:`mmvitaccel.tiny.data`.
 
 Example::
 
@@ -10,8 +10,8 @@ up-to-date dataset is left as it is.
 import argparse
 import os.path as osp
 
-from mmvitaccel.utils.tiny_data import (TINY_DATA_KINDS,
-                                        default_tiny_data_dir, make_tiny_data)
+from mmvitaccel.tiny.data import (TINY_DATA_KINDS, default_tiny_data_dir,
+                                  make_tiny_data)
 
 
 def parse_args(argv=None):

@@ -17,7 +17,7 @@ from mmengine.registry import MODELS, DefaultScope, init_default_scope
 
 import mmvitaccel  # noqa: F401
 from mmvitaccel.models.utils import load_with_report
-from mmvitaccel.utils.launch import load_config_file
+from mmvitaccel.apis.launch import load_config_file
 
 
 def parse_args():

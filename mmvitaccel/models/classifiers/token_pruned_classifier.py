@@ -9,7 +9,7 @@ from mmengine.runner.checkpoint import load_checkpoint
 from mmpretrain.models.classifiers import ImageClassifier
 
 from ...registry import MODELS
-from ...utils.launch import load_config_file
+from ...apis.launch import load_config_file
 from ..backbones.token_pruned_vit import (TokenPrunedVisionTransformer,
                                           tokens_and_last_attention)
 

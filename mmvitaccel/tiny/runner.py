@@ -2,7 +2,7 @@
 from mmengine.runner import Runner
 
 from ..registry import RUNNERS
-from ..utils.tiny import tinyfy_config
+from .overlay import tinyfy_config
 
 
 @RUNNERS.register_module()
@@ -11,7 +11,7 @@ class TinyRunner(Runner):
 
     Selecting it with ``runner_type='mmvitaccel.TinyRunner'`` (in a config or
     via ``--cfg-options``) runs any config through
-    :func:`mmvitaccel.utils.tiny.tinyfy_config`, which makes the overlay
+    :func:`mmvitaccel.tiny.tinyfy_config`, which makes the overlay
     available to tools that know nothing about mmvitaccel, e.g. mmdet's
     packaged ``tools/train.py`` or ``mim train``. Options are read from the
     config's ``tiny`` dict.

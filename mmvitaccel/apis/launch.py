@@ -28,7 +28,7 @@ def add_common_args(parser):
         '--tiny',
         action='store_true',
         help='run on generated tiny data with a CPU-sized schedule and '
-        'input scale (see mmvitaccel.utils.tiny)')
+        'input scale (see mmvitaccel.tiny)')
     parser.add_argument(
         '--launcher',
         choices=['none', 'pytorch', 'slurm', 'mpi'],
@@ -74,7 +74,7 @@ def load_config(args):
     """Load the config and apply the command-line options common to tools.
 
     The tiny overlay (``--tiny``) is not applied here: tools apply it with
-    :func:`mmvitaccel.utils.tiny.tinyfy_config` after their own edits
+    :func:`mmvitaccel.tiny.tinyfy_config` after their own edits
     (``--amp`` ...), so that it has the last word.
 
     Args:

@@ -5,7 +5,7 @@ losses, optimizer and pipelines in place, so that it trains and tests in
 minutes on a CPU:
 
 * every dataset of the train/val/test dataloaders is pointed at a tiny
-  generated dataset of the same kind (:mod:`mmvitaccel.utils.tiny_data`):
+  generated dataset of the same kind (:mod:`mmvitaccel.tiny.data`):
   ``CocoDataset`` -> COCO, ``ADE20KDataset`` -> ADE20K, ``ImageNet`` /
   ``CustomDataset`` -> ImageNet layout, ``VideoDataset`` -> Kinetics. Every
   path under the recipe's data root (evaluator ``ann_file`` included) is
@@ -50,12 +50,12 @@ The same overlay is reachable from any tool, upstream ones included, with
 ``--cfg-options runner_type=mmvitaccel.TinyRunner``.
 """
 import copy
-import math
 import warnings
 
 from mmengine.config import ConfigDict
 
-from .tiny_data import TINY_DATA_KINDS, tiny_data_root
+from .data import TINY_DATA_KINDS, tiny_data_root
+from .schedule import shorten_schedule
 
 #: dataset ``type`` (without scope) -> tiny dataset kind
 DATASET_KINDS = {
@@ -268,75 +268,6 @@ def _cap_rois(model, rois):
         _walk(model.get(key), visit)
 
 
-def _rescale_schedulers(cfg, opts, total, ratio, iter_based):
-    """Fit the LR schedulers to the shortened schedule (in place).
-
-    Args:
-        cfg (Config): the config.
-        opts (dict): overlay options.
-        total (int): the new number of epochs (or iterations).
-        ratio (float): new length / recipe length.
-        iter_based (bool): whether the loop counts iterations.
-    """
-    schedulers = cfg.get('param_scheduler')
-    if schedulers is None:
-        return
-    if isinstance(schedulers, dict):
-        schedulers = [schedulers]
-    for sched in schedulers:
-        if sched.get('by_epoch', True) or iter_based:
-            for key in ('begin', 'end', 'T_max', 'total_iters',
-                        'total_steps'):
-                if isinstance(sched.get(key), (int, float)):
-                    sched[key] = int(math.ceil(sched[key] * ratio))
-            for key in ('milestones', 'periods'):
-                if key in sched:  # a list: repeated steps keep their count
-                    sched[key] = [
-                        max(1, int(math.ceil(m * ratio))) for m in sched[key]
-                    ]
-            limit = total
-        else:  # a warm-up counted in iterations inside an epoch-based loop
-            limit = opts['warmup_iters']
-        # every scheduler keeps a non-empty [begin, end) inside the run
-        begin = min(sched.get('begin', 0), limit - 1)
-        sched['begin'] = begin
-        sched['end'] = max(begin + 1, min(sched.get('end', limit), limit))
-        for key in ('T_max', 'total_iters', 'total_steps'):
-            if key in sched:
-                sched[key] = max(1, sched[key])
-    cfg.param_scheduler = schedulers
-
-
-def _shorten_schedule(cfg, opts):
-    train_cfg = cfg.get('train_cfg')
-    if not train_cfg:
-        return
-    if 'max_iters' in train_cfg:
-        ratio = opts['max_iters'] / train_cfg['max_iters']
-        train_cfg['max_iters'] = opts['max_iters']
-        train_cfg['val_interval'] = opts['max_iters']
-        _rescale_schedulers(cfg, opts, opts['max_iters'], ratio,
-                            iter_based=True)
-        checkpoint_interval = opts['max_iters']
-    elif 'max_epochs' in train_cfg:
-        ratio = opts['max_epochs'] / train_cfg['max_epochs']
-        train_cfg['max_epochs'] = opts['max_epochs']
-        train_cfg['val_interval'] = opts['max_epochs']
-        if 'val_begin' in train_cfg:
-            train_cfg['val_begin'] = 1
-        _rescale_schedulers(cfg, opts, opts['max_epochs'], ratio,
-                            iter_based=False)
-        checkpoint_interval = opts['max_epochs']
-    else:
-        return
-    hooks = cfg.get('default_hooks') or {}
-    if 'checkpoint' in hooks:
-        hooks['checkpoint']['interval'] = checkpoint_interval
-        hooks['checkpoint'].pop('save_best', None)
-    if 'logger' in hooks:
-        hooks['logger']['interval'] = opts['log_interval']
-
-
 def _cpu_optim_wrapper(cfg):
     """Swap AMP for plain fp32 when no GPU is present (AMP needs one)."""
     import torch
@@ -439,7 +370,7 @@ def tinyfy_config(cfg, cfg_options=None, **overrides):
         if dropped:
             warnings.warn('tiny overlay: remote pretrained weights are not '
                           f'loaded: {dropped}')
-    _shorten_schedule(cfg, opts)
+    shorten_schedule(cfg, opts)
     _cpu_optim_wrapper(cfg)
     vis = (cfg.get('default_hooks') or {}).get('visualization')
     if vis:

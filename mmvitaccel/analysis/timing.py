@@ -1,0 +1,220 @@
+# Copyright (c) mmvitaccel contributors. All rights reserved.
+"""Interleaved speed benchmark.
+
+Timing two models one after the other lets machine noise (other processes,
+thermal or frequency changes) hit one more than the other. Here the callables
+run round by round in alternation, ``A, B, A, B, ...``, every round times
+``iters_per_round`` calls of each, and the speed-up is taken from the
+per-round ratios of throughputs, so that a slow phase of the machine slows
+both sides of a ratio.
+
+:func:`interleaved_benchmark` only needs callables; the inputs of OpenMMLab
+models come from :mod:`mmvitaccel.apis.harness`.
+"""
+import json
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+__all__ = [
+    'RatioStats', 'BenchmarkResult', 'interleaved_benchmark',
+    'default_num_threads'
+]
+
+
+@dataclass
+class RatioStats:
+    """Summary of per-round ratios ``candidate / baseline`` of throughputs.
+
+    Attributes:
+        median (float): Median of the per-round ratios (the speed-up).
+        q1 (float): First quartile.
+        q3 (float): Third quartile.
+        min (float): Smallest per-round ratio.
+        max (float): Largest per-round ratio.
+    """
+    median: float
+    q1: float
+    q3: float
+    min: float
+    max: float
+
+    @classmethod
+    def of(cls, ratios: Sequence[float]) -> 'RatioStats':
+        """Summarise a non-empty list of ratios.
+
+        Args:
+            ratios (Sequence[float]): Per-round ratios.
+        """
+        if len(ratios) > 1:  # numpy's default (linear) quantiles
+            q1, _, q3 = statistics.quantiles(ratios, n=4, method='inclusive')
+        else:
+            q1 = q3 = ratios[0]
+        return cls(statistics.median(ratios), q1, q3, min(ratios),
+                   max(ratios))
+
+
+@dataclass
+class BenchmarkResult:
+    """Result of :func:`interleaved_benchmark`.
+
+    Attributes:
+        names (list[str]): Names of the benchmarked callables, in run order.
+        baseline (str): Name that the ratios are relative to.
+        throughput (dict[str, list[float]]): Items (images) per second of
+            each name in each round.
+        median (dict[str, float]): Median of ``throughput`` per name.
+        ratios (dict[str, list[float]]): Per-round ``throughput[name] /
+            throughput[baseline]`` for every name but the baseline.
+        speedup (dict[str, RatioStats]): Summary of ``ratios`` per name.
+        order (list[str]): The names in the order in which the timed
+            (non warm-up) calls ran, one entry per timed block.
+        settings (dict): Rounds, iterations, warm-up, items per call and
+            anything the caller adds (threads, shapes, configs).
+    """
+    names: List[str]
+    baseline: str
+    throughput: Dict[str, List[float]]
+    median: Dict[str, float]
+    ratios: Dict[str, List[float]]
+    speedup: Dict[str, RatioStats]
+    order: List[str]
+    settings: Dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable dict of the result."""
+        return asdict(self)
+
+    def dump(self, path: str) -> None:
+        """Write the result as JSON.
+
+        Args:
+            path (str): Output file.
+        """
+        dirname = os.path.dirname(os.path.abspath(path))
+        os.makedirs(dirname, exist_ok=True)
+        with open(path, 'w') as f:
+            json.dump(self.to_dict(), f, indent=2)
+
+    def format(self, unit: str = 'img/s') -> str:
+        """A plain-text table of medians and speed-ups.
+
+        Args:
+            unit (str): Unit of throughput shown in the header.
+        """
+        width = max(len(n) for n in self.names)
+        lines = [
+            f'{"name":<{width}}  {"median " + unit:>14}  {"speed-up":>9}  '
+            f'{"IQR of per-round ratios":>24}  {"min-max":>13}'
+        ]
+        for name in self.names:
+            row = f'{name:<{width}}  {self.median[name]:>14.2f}'
+            if name == self.baseline:
+                row += f'  {"1.000":>9}  {"(baseline)":>24}'
+            else:
+                s = self.speedup[name]
+                row += (f'  {s.median:>9.3f}  {s.q1:>11.3f} - {s.q3:<10.3f}'
+                        f'  {s.min:>5.3f} - {s.max:<5.3f}')
+            lines.append(row)
+        rounds = self.settings.get('rounds')
+        lines.append(f'({rounds} interleaved rounds; speed-up = median of '
+                     f'per-round {unit} ratios vs "{self.baseline}")')
+        return '\n'.join(lines)
+
+
+def default_num_threads() -> int:
+    """The number of CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def interleaved_benchmark(fns: Dict[str, Callable[[], Any]],
+                          rounds: int = 10,
+                          iters_per_round: int = 5,
+                          warmup: int = 2,
+                          items_per_call: int = 1,
+                          baseline: Optional[str] = None,
+                          clock: Callable[[], float] = time.perf_counter,
+                          sync: Optional[Callable[[], None]] = None,
+                          progress: bool = False,
+                          settings: Optional[dict] = None) -> BenchmarkResult:
+    """Time callables in alternation and compare their throughputs.
+
+    Every callable is first called ``warmup`` times (also alternating). Then
+    each of ``rounds`` rounds runs, for each callable in the order of
+    ``fns``, a block of ``iters_per_round`` calls timed as a whole; a
+    block's throughput is ``iters_per_round * items_per_call / seconds``.
+    With two callables A, B the timed blocks run A, B, A, B, ...
+
+    Args:
+        fns (dict[str, Callable[[], Any]]): Name -> callable without
+            arguments (e.g. a closure running one batch of a model).
+        rounds (int): Number of rounds. Defaults to 10.
+        iters_per_round (int): Calls per callable and round. Defaults to 5.
+        warmup (int): Untimed calls per callable before the rounds.
+            Defaults to 2.
+        items_per_call (int): Items (images, clips) processed per call, i.e.
+            the batch size. Defaults to 1.
+        baseline (str, optional): Name that ratios are relative to.
+            Defaults to the first name of ``fns``.
+        clock (Callable[[], float]): Time source in seconds. Defaults to
+            :func:`time.perf_counter`; inject a fake one in tests.
+        sync (Callable[[], None], optional): Called after each block before
+            reading the clock, e.g. ``torch.cuda.synchronize``.
+        progress (bool): Show a tqdm bar over rounds. Defaults to False.
+        settings (dict, optional): Extra entries for ``result.settings``.
+
+    Returns:
+        BenchmarkResult: Per-round throughputs, medians and speed-ups.
+    """
+    if not fns:
+        raise ValueError('interleaved_benchmark() needs at least one callable')
+    if rounds < 1 or iters_per_round < 1:
+        raise ValueError('rounds and iters_per_round must be >= 1')
+    names = list(fns)
+    baseline = names[0] if baseline is None else baseline
+    if baseline not in fns:
+        raise KeyError(f'baseline {baseline!r} is not one of {names}')
+
+    for _ in range(warmup):
+        for name in names:
+            fns[name]()
+    if sync is not None:
+        sync()
+
+    throughput: Dict[str, List[float]] = {name: [] for name in names}
+    order: List[str] = []
+    round_iter = range(rounds)
+    if progress:
+        from tqdm import tqdm
+        round_iter = tqdm(round_iter, desc='benchmark', unit='round')
+    for _ in round_iter:
+        for name in names:
+            fn = fns[name]
+            start = clock()
+            for _ in range(iters_per_round):
+                fn()
+            if sync is not None:
+                sync()
+            elapsed = clock() - start
+            order.append(name)
+            elapsed = max(elapsed, 1e-12)
+            throughput[name].append(iters_per_round * items_per_call / elapsed)
+
+    median = {n: statistics.median(v) for n, v in throughput.items()}
+    ratios = {
+        n: [a / b for a, b in zip(throughput[n], throughput[baseline])]
+        for n in names if n != baseline
+    }
+    speedup = {n: RatioStats.of(r) for n, r in ratios.items()}
+    all_settings = dict(rounds=rounds,
+                        iters_per_round=iters_per_round,
+                        warmup=warmup,
+                        items_per_call=items_per_call)
+    all_settings.update(settings or {})
+    return BenchmarkResult(names, baseline, throughput, median, ratios,
+                           speedup, order, all_settings)
