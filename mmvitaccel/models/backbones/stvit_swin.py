@@ -31,8 +31,8 @@ from ...ops import (IntraInterPooling, check_pooling, mask_or_none,
                     window_reverse)
 from ...registry import MODELS
 from ..layers import CrossAttentionSwinBlock
-from ..utils import (check_in_channels, check_int, check_int_pair,
-                     load_with_report, swin_state_dict)
+from ..utils import (PretrainedMixin, check_in_channels, check_int,
+                     check_int_pair, swin_state_dict)
 
 #: embed_dims, depths, num_heads of the Swin sizes
 SWIN_ARCHS = {
@@ -356,9 +356,14 @@ class SemanticGlobalBlockSequence(BaseModule):
         return x_down, grid_shape, x, grid_shape, valid
 
 
-class SemanticSwinTransformer(SwinTransformer):
+class SemanticSwinTransformer(PretrainedMixin, SwinTransformer):
     """mmdet's Swin with the configuration and loading that STViT and
-    STViT-R share. Not registered: build :class:`STViTSwinTransformer` or
+    STViT-R share. ``init_weights`` (:class:`PretrainedMixin`) initialises
+    from scratch as mmdet's Swin does, or loads a Swin checkpoint
+    (official, mmdet/mmseg or mmpretrain layout) given as
+    ``init_cfg=dict(type='Pretrained', checkpoint=...)``, with a report of
+    new, missing, unused and mismatched keys (``self.load_report``). Not
+    registered: build :class:`STViTSwinTransformer` or
     ``STViTRSwinTransformer``.
 
     Args:
@@ -431,26 +436,16 @@ class SemanticSwinTransformer(SwinTransformer):
                      for i in range(len(self.stages))
                      for name in self.new_parameter_names)
 
-    def _init_new_parameters(self):
+    def init_new_parameters(self, fresh=None):
+        """Initialise what STViT adds to Swin in every semantic stage
+        (:meth:`SemanticSwinBlockSequence.init_new_parameters`).
+
+        Args:
+            fresh: unused (everything STViT adds is new to a checkpoint).
+        """
         for stage in self.stages:
             if isinstance(stage, SemanticSwinBlockSequence):
                 stage.init_new_parameters()
-
-    def init_weights(self):
-        """Initialise from scratch as mmdet's Swin does, or load a Swin
-        checkpoint (official, mmdet/mmseg or mmpretrain layout) given as
-        ``init_cfg=dict(type='Pretrained', checkpoint=...)``, with a report
-        of new, missing, unused and mismatched keys (``self.load_report``).
-        """
-        if self.init_cfg is not None and \
-                self.init_cfg.get('type') == 'Pretrained':
-            state_dict = self.host_state_dict(self.init_cfg['checkpoint'])
-            self._init_new_parameters()
-            self.load_report = load_with_report(self, state_dict,
-                                                self.new_parameter_prefixes)
-        else:
-            super().init_weights()
-            self._init_new_parameters()
 
 
 @MODELS.register_module()
