@@ -11,29 +11,27 @@ windows and images. The relative position bias ``B`` is folded into ``S``
 inits add the checkpoint's bias). Shifted blocks keep Swin's shift mask,
 and padding is masked (a valid token never attends to padding).
 
-The backbone is mmdet's ``SwinTransformer`` otherwise, and returns its
-4-level NCHW pyramid, so it drops into Cascade Mask R-CNN, UperNet and the
+The backbone is mmdet's ``SwinTransformer`` otherwise (through
+:class:`~mmvitaccel.models.utils.SwinBase`), and returns its 4-level NCHW
+pyramid, so it drops into Cascade Mask R-CNN, UperNet and the
 mmpretrain classifier (with the upstream GAP neck).
 """
-import inspect
 import warnings
 
 import torch
-from mmdet.models.backbones.swin import SwinTransformer
 
 from ...ops import check_init_mode, init_static_logits
 from ...registry import MODELS
 from ..layers import StaticShiftWindowMSA
-from ..utils import (PretrainedMixin, check_in_channels,
-                     static_attention_state_dict, swin_state_dict)
-from .stvit_swin import SWIN_ARCHS
+from ..utils import (PretrainedMixin, SwinBase, static_attention_state_dict,
+                     swin_config, swin_state_dict)
 
 #: the paper's P (static blocks) per Swin size
 STATIC_BLOCKS = {'tiny': 6, 'small': 12, 'base': 12}
 
 
 @MODELS.register_module()
-class DGSSASwinTransformer(PretrainedMixin, SwinTransformer):
+class DGSSASwinTransformer(PretrainedMixin, SwinBase):
     """Swin with DGSSA (static window attention) in its first ``P`` blocks.
 
     Parameter names stay mmdet's (which mmpretrain's Swin shares): a static
@@ -58,29 +56,21 @@ class DGSSASwinTransformer(PretrainedMixin, SwinTransformer):
 
     def __init__(self, arch=None, static_blocks=None, static_init='dg',
                  **kwargs):
-        if arch is not None:
-            if arch not in SWIN_ARCHS:
-                raise ValueError(f'unknown arch {arch!r}; choose from '
-                                 f'{sorted(SWIN_ARCHS)}')
-            kwargs.update(SWIN_ARCHS[arch])
+        _, cfg = swin_config(arch, kwargs)
         if static_blocks is None:
             if arch not in STATIC_BLOCKS:
                 raise ValueError('static_blocks is needed with a custom arch')
             static_blocks = STATIC_BLOCKS[arch]
         check_init_mode(static_init)
-        args = inspect.signature(SwinTransformer.__init__).bind(
-            None, **kwargs)
-        args.apply_defaults()
-        total = sum(args.arguments['depths'])
+        total = sum(cfg['depths'])
         if not 0 <= static_blocks <= total:
             raise ValueError(f'static_blocks must be in 0..{total} (the '
-                             f'blocks of depths '
-                             f'{tuple(args.arguments["depths"])}), got '
+                             f'blocks of depths {tuple(cfg["depths"])}), got '
                              f'{static_blocks}')
-        super().__init__(**kwargs)
+        super().__init__(arch, **kwargs)
         self.static_blocks = static_blocks
         self.static_init = static_init
-        self.window_size = args.arguments['window_size']
+        self.window_size = cfg['window_size']
         for _, block in self.static_block_items():
             block.attn = StaticShiftWindowMSA.from_dynamic(block.attn)
         self.reset_static_logits('uniform' if static_init == 'dg' else None)
@@ -171,14 +161,3 @@ class DGSSASwinTransformer(PretrainedMixin, SwinTransformer):
                 for name, _ in self.static_block_items()
                 if f'{name}.attn.w_msa.static_logits' in fresh
             })
-
-    def forward(self, x):
-        """Args:
-            x (Tensor): images ``(B, 3, H, W)``, any size.
-
-        Returns:
-            tuple[Tensor]: NCHW maps of ``out_indices`` (mmdet's Swin
-            returns a list; a tuple also suits mmpretrain's necks).
-        """
-        check_in_channels(x, self.patch_embed.projection.in_channels, 4)
-        return tuple(super().forward(x))

@@ -47,10 +47,10 @@ class HViTHostMixin(PretrainedMixin):
     from scratch, or from a host checkpoint
     (``init_cfg=dict(type='Pretrained', checkpoint=...)``) with a load
     report; hMHSA/cFFN add nothing that needs initialising besides what
-    their constructors set. A host sets ``self.deploy`` and defines ``read_host_checkpoint`` (a
-    static checkpoint reader returning weights in the host's names) and,
-    optionally, ``_prepare_host_state_dict(state_dict)`` (resizing of
-    position tables).
+    their constructors set. A host sets ``self.deploy`` and defines
+    ``read_host_checkpoint`` (a static checkpoint reader returning weights
+    in the host's names) and, optionally,
+    ``_prepare_host_state_dict(state_dict)`` (resizing of position tables).
     """
 
     def switch_to_deploy(self):

@@ -23,11 +23,12 @@ from mmengine.model import BaseModule, ModuleList
 from ...ops import check_pooling, pad_to_multiple, window_reverse
 from ...registry import MODELS
 from ..layers import cross_attention, project_key_values
+from ..layers.semantic_swin_stage import (SemanticGlobalBlockSequence,
+                                          SemanticSwinBlockSequence,
+                                          check_semantic_windows,
+                                          check_stgm_fits, resolve_stgm_index)
 from ..utils import (PretrainedMixin, check_in_channels, inflate_2d_swin,
                      load_with_report, video_swin_state_dict)
-from .stvit_swin import (SemanticGlobalBlockSequence,
-                         SemanticSwinBlockSequence, check_semantic_windows,
-                         check_stgm_fits, resolve_stgm_index)
 
 
 class CrossAttentionSwinBlock3D(SwinTransformerBlock3D):
@@ -175,9 +176,12 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
     11-12 of Swin-S, 1-based); the later blocks attend among semantic tokens.
     Outputs are ``(B, C, D, s_H, s_W)`` maps on the semantic grid (padded
     tokens zeroed), so mmaction2's ``I3DHead`` takes them unchanged. Video
-    Swin checkpoints (``init_cfg=dict(type='Pretrained', ...)``) load with a
-    report of new/missing/unused/mismatched keys; ``pretrained`` with
-    ``pretrained2d=True`` inflates a 2-D Swin as upstream does.
+    Swin checkpoints (``init_cfg=dict(type='Pretrained', ...)``, or
+    ``pretrained`` with ``pretrained2d=False`` as upstream) load with a
+    report of new/missing/unused/mismatched keys
+    (:class:`~mmvitaccel.models.utils.PretrainedMixin`); ``pretrained`` with
+    ``pretrained2d=True`` inflates a 2-D Swin with upstream's
+    ``inflate_weights`` (:func:`~mmvitaccel.models.utils.inflate_2d_swin`).
 
     Args:
         arch (str | dict): ``'tiny'``, ``'small'`` or ``'base'`` (or

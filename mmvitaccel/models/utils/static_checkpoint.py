@@ -19,26 +19,12 @@ Loading a host checkpoint (DeiT, Swin) into it therefore:
 from collections import OrderedDict
 
 import torch
-from mmdet.models.backbones.swin import WindowMSA
+
+from .swin import relative_position_index
 
 #: the note of a split ``qkv`` in ``load_report['dropped']``: ``{key}`` the
 #: fused key, ``{v_key}`` where the V rows went
 QK_NOTE = '{key}: Q and K dropped'
-
-
-def relative_position_index(window):
-    """The relative position index of a ``window x window`` Swin window, as
-    mmdet's (and mmpretrain's) ``WindowMSA`` computes it.
-
-    Args:
-        window (int): the window side ``w``.
-
-    Returns:
-        Tensor: ``(w^2, w^2)`` int64, indices into the ``(2w - 1)^2`` rows
-        of a relative position bias table.
-    """
-    coords = WindowMSA.double_step_seq(2 * window - 1, window, 1, window)
-    return (coords + coords.T).flip(1).contiguous()
 
 
 def _folded_bias(table, window):
