@@ -6,8 +6,10 @@ from mmengine.config import ConfigDict
 
 import mmvitaccel  # noqa: F401
 from mmvitaccel.models import STViTRSwinTransformer
-from mmvitaccel.models.backbones import stvit_r_swin, stvit_swin
 from mmvitaccel.analysis.flops import count_flops
+from mmvitaccel.models.backbones import stvit_r_swin
+from mmvitaccel.models.layers import semantic_swin_stage
+from mmvitaccel.models.utils import SWIN_ARCHS
 
 from .utils import (assert_clear_gradients, assert_padding_invariant,
                     random_readout)
@@ -54,7 +56,7 @@ def test_any_input_size(size):
 @pytest.mark.parametrize('pooling', ['max', 'avg', 'intra_inter'])
 def test_outputs_do_not_depend_on_padding(pooling, share, monkeypatch):
     """Fill the stage's internal padding with noise: nothing changes."""
-    monkeypatch.setattr(stvit_swin, 'DENSE_REGION_SHARE', share)
+    monkeypatch.setattr(semantic_swin_stage, 'DENSE_REGION_SHARE', share)
     _, ours = _pair(pooling=pooling, global_centres=True)
     if pooling == 'intra_inter':
         for pooler in ours.stages[2].poolers:
@@ -72,8 +74,8 @@ def test_dense_and_gathered_regions_agree(size, monkeypatch):
     _, ours = _pair()
     x = torch.randn(1, 3, *size)
     outs = {}
-    for share in (0., 2., stvit_swin.DENSE_REGION_SHARE):
-        monkeypatch.setattr(stvit_swin, 'DENSE_REGION_SHARE', share)
+    for share in (0., 2., semantic_swin_stage.DENSE_REGION_SHARE):
+        monkeypatch.setattr(semantic_swin_stage, 'DENSE_REGION_SHARE', share)
         with torch.no_grad():
             outs[share] = ours(x)
     for form in outs.values():
@@ -165,7 +167,7 @@ def test_bad_configs_fail_at_build(kwargs, match):
 def test_full_size_cuts_flops(arch):
     """Full-size STViT-R-Swin-S/B at 224: fewer FLOPs, Swin's pyramid."""
     ours = STViTRSwinTransformer(arch=arch)
-    swin = SwinTransformer(**stvit_swin.SWIN_ARCHS[arch])
+    swin = SwinTransformer(**SWIN_ARCHS[arch])
     x = torch.randn(1, 3, 224, 224)
     ours.eval()
     swin.eval()

@@ -6,9 +6,10 @@ import torch
 from mmdet.models.backbones import SwinTransformer
 
 from mmvitaccel.models import STViTSwinTransformer
-from mmvitaccel.models.backbones import stvit_swin
+from mmvitaccel.models.layers import semantic_swin_stage
 from mmvitaccel.models.layers import CrossAttentionSwinBlock
 from mmvitaccel.analysis.flops import count_flops
+from mmvitaccel.models.utils import SWIN_ARCHS
 
 from .utils import assert_padding_invariant
 
@@ -76,7 +77,7 @@ def test_outputs_do_not_depend_on_padding(monkeypatch):
         torch.nn.init.normal_(pooler.intra.weight)
         torch.nn.init.normal_(pooler.inter.weight)
     x = torch.randn(1, 3, 150, 100)  # stage 3: 10x7 -> padded to 14x7
-    assert_padding_invariant(ours, x, stvit_swin, monkeypatch)
+    assert_padding_invariant(ours, x, semantic_swin_stage, monkeypatch)
 
 
 def test_gradients_reach_new_and_replaced_parameters():
@@ -144,7 +145,7 @@ def test_full_size_cuts_flops():
     """Full-size STViT-Swin-T at 224: fewer FLOPs than Swin-T, and fewer
     still with the STGM moved one block earlier."""
     x = torch.randn(1, 3, 224, 224)
-    swin = SwinTransformer(**stvit_swin.SWIN_ARCHS['tiny'], out_indices=(3, ))
+    swin = SwinTransformer(**SWIN_ARCHS['tiny'], out_indices=(3, ))
     flops = [count_flops(swin, x).total]
     for move in (False, True):
         ours = STViTSwinTransformer(arch='tiny', move_stgm=move)

@@ -104,9 +104,37 @@ def test_loads_video_swin_checkpoint_with_a_report(tmp_path):
             assert torch.equal(value, theirs[key]), key
 
 
-def test_inflates_a_2d_swin_like_upstream(tmp_path):
+def test_pretrained_without_pretrained2d_loads_as_upstream(tmp_path):
+    """``pretrained=<Video Swin checkpoint>`` with ``pretrained2d=False``
+    loads it, as upstream turns it into a Pretrained ``init_cfg``."""
+    torch.manual_seed(0)
+    swin = SwinTransformer3D(**ARGS)
+    with torch.no_grad():
+        for p in swin.parameters():
+            p.add_(torch.randn_like(p))
+    path = str(tmp_path / 'vswin.pth')  # bare names: upstream reads them
+    torch.save(dict(state_dict=swin.state_dict()), path)
+    ref = SwinTransformer3D(**ARGS, pretrained=path)
+    ref.init_weights()
+    ours = STViTSwinTransformer3D(**ARGS, stgm_index=1, pretrained=path)
+    ours.init_weights()
+    assert ours.init_cfg == dict(type='Pretrained', checkpoint=path)
+    report = ours.load_report
+    assert report['missing'] == [] and report['mismatched'] == []
+    assert sorted(report['new']) == [
+        'layers.2.expand.bias', 'layers.2.expand.weight'
+    ]
+    theirs = ref.state_dict()
+    for key, value in ours.state_dict().items():
+        if key in theirs:
+            assert torch.equal(value, theirs[key]), key
+            assert torch.equal(value, swin.state_dict()[key]), key
+
+
+def test_inflates_a_2d_swin_like_upstream(tmp_path, monkeypatch):
     """An official 2-D Swin checkpoint inflates to the same weights as
-    upstream Video Swin's inflation, less the replaced tables."""
+    upstream Video Swin's inflation, less the replaced tables, through
+    upstream's ``inflate_weights``."""
     flat = SwinTransformer3D(**dict(ARGS, window_size=(1, 7, 7)))
     state = {}
     for key, value in flat.state_dict().items():
@@ -123,7 +151,16 @@ def test_inflates_a_2d_swin_like_upstream(tmp_path):
     ref = SwinTransformer3D(**args)
     ref.init_weights()
     ours = STViTSwinTransformer3D(**args, stgm_index=1)
+    calls = []
+    inflate = SwinTransformer3D.inflate_weights
+
+    def spy(target, logger):
+        calls.append(target)
+        return inflate(target, logger)
+
+    monkeypatch.setattr(SwinTransformer3D, 'inflate_weights', spy)
     ours.init_weights()
+    assert len(calls) == 1 and calls[0] is not ours  # a stand-in, read-only
     theirs = ref.state_dict()
     for key, value in ours.state_dict().items():
         if key in theirs and 'relative_position_index' not in key:

@@ -21,7 +21,8 @@ from mmpretrain.models.backbones import VisionTransformer
 from ...ops import GLAD, check_init_mode, init_static_logits, token_counts
 from ...registry import MODELS
 from ..layers import StaticMultiheadAttention
-from ..utils import deit_state_dict, load_with_report
+from ..utils import (PretrainedMixin, deit_state_dict,
+                     static_attention_state_dict)
 from ..utils.vit import embed_tokens, run_layers
 from .stvit_deit import DEIT_ARCHS
 
@@ -51,7 +52,7 @@ def check_layers(static_layers, glad_layers, glad_tokens, num_layers,
 
 
 @MODELS.register_module()
-class DGSSAVisionTransformer(VisionTransformer):
+class DGSSAVisionTransformer(PretrainedMixin, VisionTransformer):
     """DeiT/ViT with DGSSA layers and a GLAD token pyramid.
 
     With ``x`` the embedded tokens ``(B, n_0, d)``, ``n_0 = 1 + HW``:
@@ -153,74 +154,59 @@ class DGSSAVisionTransformer(VisionTransformer):
     #: reads a host (DeiT/ViT) checkpoint in any supported layout
     host_state_dict = staticmethod(deit_state_dict)
 
+    #: the GLADs have no counterpart in a host checkpoint
+    new_parameter_prefixes = ('glads.', )
+
     def convert_host_state_dict(self, state_dict):
         """Turn a DeiT state dict into this model's names: a static layer's
         ``attn.qkv`` gives ``attn.v`` (its V rows), Q and K are dropped.
         Static logits already in the checkpoint (``tools/dgssa_init.py``)
         are kept; otherwise ``static_init`` provides them (``'dg'`` needs
-        them: a clear error).
+        them: a clear error). See
+        :func:`~mmvitaccel.models.utils.static_attention_state_dict`.
+
+        Args:
+            state_dict (dict): DeiT weights in mmpretrain's names.
 
         Returns:
-            tuple[OrderedDict, list[str], list[str]]: the state dict, the
-            notes of what was dropped, and the names initialised here.
+            tuple[dict, list[str], OrderedDict]: the state dict, the notes
+            of what was dropped, and the names initialised here (keys, each
+            with None: a ViT has no bias to fold).
         """
-        state_dict = dict(state_dict)
-        notes, fresh = [], []
-        d = self.embed_dims
-        own = {f'layers.{i}.attn.static_logits' for i in self.static_layers}
-        for key in [k for k in state_dict if k.endswith('.static_logits')]:
-            if key not in own:  # tools/dgssa_init.py writes every layer's
-                del state_dict[key]
-        for i in self.static_layers:
-            p = f'layers.{i}.attn.'
-            for kind in ('weight', 'bias'):
-                qkv = state_dict.pop(p + f'qkv.{kind}', None)
-                if qkv is not None:
-                    state_dict[p + f'v.{kind}'] = qkv[2 * d:]
-                    notes.append(f'{p}qkv.{kind}: Q and K rows dropped '
-                                 f'(DGSSA layer), V rows -> {p}v.{kind}')
-            key = p + 'static_logits'
-            own = tuple(self.layers[i].attn.static_logits.shape)
-            if key in state_dict and tuple(state_dict[key].shape) == own:
-                continue
-            if self.static_init == 'dg':
-                raise ValueError(
-                    f"static_init='dg' needs the static logits {key} of "
-                    f'shape {own} in the checkpoint: write them with '
-                    f'tools/dgssa_init.py, or choose another static_init')
-            state_dict.pop(key, None)
-            fresh.append(key)
-        return state_dict, notes, fresh
+        return static_attention_state_dict(
+            state_dict,
+            {f'layers.{i}.attn.': self.layers[i].attn
+             for i in self.static_layers},
+            self.static_init,
+            qk_note='{key}: Q and K rows dropped (DGSSA layer), V rows -> '
+            '{v_key}')
 
-    def init_weights(self):
-        """From scratch as ``VisionTransformer`` (static logits by
-        ``static_init``), or from a DeiT checkpoint in
-        ``init_cfg=dict(type='Pretrained', checkpoint=...)``, mmpretrain or
-        official layout, optionally with static logits from
-        ``tools/dgssa_init.py``. The report (``self.load_report``) lists
-        the dropped Q/K under ``dropped`` and what is new (GLADs, static
-        logits not in the checkpoint)."""
-        if self.init_cfg is not None and \
-                self.init_cfg.get('type') == 'Pretrained':
-            state_dict = self.host_state_dict(self.init_cfg['checkpoint'])
-            self._prepare_pos_embed(state_dict, prefix='')
-            state_dict, notes, fresh = self.convert_host_state_dict(
-                state_dict)
-            for glad in self.glads:
-                glad.reset_parameters()
-            if fresh:
-                self.reset_static_logits()
-            self.load_report = load_with_report(
-                self, state_dict, ('glads.', ) + tuple(fresh))
-            self.load_report['dropped'] = notes
-            if notes:
-                from mmengine.logging import MMLogger
-                MMLogger.get_current_instance().warning(
-                    'DGSSA: ' + '; '.join(notes))
-        else:
-            super().init_weights()
-            for glad in self.glads:
-                glad.reset_parameters()
+    def adapt_host_state_dict(self, state_dict):
+        """Resize the position embedding as upstream does, then split the
+        static layers' ``qkv`` (:meth:`convert_host_state_dict`).
+
+        Args:
+            state_dict (dict): DeiT weights in mmpretrain's names.
+
+        Returns:
+            tuple[dict, OrderedDict, list[str]]: see
+            :meth:`PretrainedMixin.adapt_host_state_dict`.
+        """
+        self._prepare_pos_embed(state_dict, prefix='')
+        state_dict, notes, fresh = self.convert_host_state_dict(state_dict)
+        return state_dict, fresh, notes
+
+    def init_new_parameters(self, fresh=None):
+        """GLADs from their ``glad_init``; static logits by
+        ``static_init`` from scratch, or when the checkpoint lacks some.
+
+        Args:
+            fresh (Collection[str] | None): static logits the checkpoint
+                lacks, or None from scratch.
+        """
+        for glad in self.glads:
+            glad.reset_parameters()
+        if fresh is None or fresh:
             self.reset_static_logits()
 
     def forward_with_glad(self, x):

@@ -10,11 +10,11 @@ cFFN. This mixin gives them:
 * :meth:`load_host_checkpoint`: read an upstream checkpoint, map fused
   ``qkv`` projections onto hMHSA layers, load it non-strictly and keep a
   report (``self.load_report``) of new, missing, unused and mismatched
-  keys.
+  keys, through :class:`~mmvitaccel.models.utils.PretrainedMixin`.
 """
 from ...ops import CompactLinear, switch_to_deploy
 from ..layers import is_hallucinated
-from ..utils import hallucinated_state_dict, load_with_report
+from ..utils import PretrainedMixin, hallucinated_state_dict
 
 
 def resolve_layers(flag, num, what):
@@ -40,13 +40,17 @@ def resolve_layers(flag, num, what):
     return indices
 
 
-class HViTHostMixin:
+class HViTHostMixin(PretrainedMixin):
     """Deploy switch and host-checkpoint loading for the hMHSA/cFFN hosts.
 
-    A host sets ``self.deploy`` and defines ``read_host_checkpoint`` (a
-    static checkpoint reader returning weights in the host's names) and,
-    optionally, ``_prepare_host_state_dict(state_dict)`` (resizing of
-    position tables).
+    ``init_weights`` is :class:`PretrainedMixin`'s: as the upstream host
+    from scratch, or from a host checkpoint
+    (``init_cfg=dict(type='Pretrained', checkpoint=...)``) with a load
+    report; hMHSA/cFFN add nothing that needs initialising besides what
+    their constructors set. A host sets ``self.deploy`` and defines
+    ``read_host_checkpoint`` (a static checkpoint reader returning weights
+    in the host's names) and, optionally,
+    ``_prepare_host_state_dict(state_dict)`` (resizing of position tables).
     """
 
     def switch_to_deploy(self):
@@ -87,7 +91,8 @@ class HViTHostMixin:
         return hallucinated_state_dict(self, state_dict)
 
     def load_host_checkpoint(self, checkpoint, logger=None):
-        """Initialise from a host (or hMHSA/cFFN) checkpoint.
+        """Initialise from a host (or hMHSA/cFFN) checkpoint
+        (:meth:`PretrainedMixin.load_pretrained`).
 
         Args:
             checkpoint (str | dict): Path/URL or loaded checkpoint in any
@@ -98,22 +103,4 @@ class HViTHostMixin:
             dict: The report (``loaded``, ``new``, ``missing``, ``unused``,
             ``mismatched`` key lists), also kept as ``self.load_report``.
         """
-        state_dict = self.host_state_dict(checkpoint)
-        self.load_report = load_with_report(self, state_dict,
-                                            self.new_parameter_prefixes,
-                                            logger)
-        return self.load_report
-
-    def init_weights(self):
-        """As the upstream host from scratch, or from a host checkpoint
-        (``init_cfg=dict(type='Pretrained', checkpoint=...)``) with a load
-        report."""
-        if self._is_pretrained():
-            self.load_host_checkpoint(self.init_cfg['checkpoint'])
-        else:
-            super().init_weights()
-
-    def _is_pretrained(self):
-        init_cfg = getattr(self, 'init_cfg', None)
-        return isinstance(init_cfg, dict) and \
-            init_cfg.get('type') == 'Pretrained'
+        return self.load_pretrained(checkpoint, logger)

@@ -16,7 +16,7 @@ from mmpretrain.models.backbones import VisionTransformer
 from ...ops import IntraInterPooling, check_pooling, pool_centres
 from ...registry import MODELS
 from ..layers import CrossAttentionViTLayer
-from ..utils import deit_state_dict, load_with_report
+from ..utils import PretrainedMixin, deit_state_dict
 from ..utils.vit import embed_tokens, run_layers, vit_layer_cfgs
 
 #: short names of the DeiT sizes (mmpretrain's own ``'small'`` is ViT-S, a
@@ -25,7 +25,7 @@ DEIT_ARCHS = {'tiny': 'deit-tiny', 'small': 'deit-small', 'base': 'deit-base'}
 
 
 @MODELS.register_module()
-class STViTDeiT(VisionTransformer):
+class STViTDeiT(PretrainedMixin, VisionTransformer):
     """STViT-DeiT: a DeiT whose later layers run on a few semantic tokens.
 
     With ``X`` the ``H x W`` patch tokens, ``l = stgm_layers[0]`` and
@@ -174,31 +174,31 @@ class STViTDeiT(VisionTransformer):
             prefixes += ('ln2.', )
         return prefixes
 
-    def init_new_parameters(self):
+    def adapt_host_state_dict(self, state_dict):
+        """Resize a position embedding of another grid as upstream does.
+
+        Args:
+            state_dict (dict): DeiT weights in mmpretrain's names.
+
+        Returns:
+            tuple[dict, tuple, None]: see
+            :meth:`PretrainedMixin.adapt_host_state_dict`.
+        """
+        self._prepare_pos_embed(state_dict, prefix='')
+        return state_dict, (), None
+
+    def init_new_parameters(self, fresh=None):
         """Initialise what STViT adds to DeiT: the learnable pooling starts
         as average pooling, the global centres ``G`` are Gaussian (trunc
-        normal, std .02)."""
+        normal, std .02).
+
+        Args:
+            fresh: unused (everything STViT adds is new to a checkpoint).
+        """
         if self.pooler is not None:
             self.pooler.reset_parameters()
         if self.global_centres is not None:
             trunc_normal_(self.global_centres, std=.02)
-
-    def init_weights(self):
-        """Initialise from scratch as ``VisionTransformer`` does, or load a
-        DeiT checkpoint (official or mmpretrain layout) given as
-        ``init_cfg=dict(type='Pretrained', checkpoint=...)``, with a report
-        of new, missing, unused and mismatched keys in ``self.load_report``.
-        A position embedding of another grid is resized as upstream does."""
-        if self.init_cfg is not None and \
-                self.init_cfg.get('type') == 'Pretrained':
-            state_dict = self.host_state_dict(self.init_cfg['checkpoint'])
-            self._prepare_pos_embed(state_dict, prefix='')
-            self.init_new_parameters()
-            self.load_report = load_with_report(self, state_dict,
-                                                self.new_parameter_prefixes)
-        else:
-            super().init_weights()
-            self.init_new_parameters()
 
     def initial_centres(self, patches, hw_shape):
         """Initial cluster centres ``P``.

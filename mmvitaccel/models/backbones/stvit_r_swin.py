@@ -11,8 +11,9 @@ from mmengine.model import ModuleList
 from ...ops import pad_to_multiple, window_reverse
 from ...registry import MODELS
 from ..layers import MaskedWindowSwinBlock
-from ..utils import check_in_channels, check_int
-from .stvit_swin import SemanticSwinBlockSequence, SemanticSwinTransformer
+from ..layers.semantic_swin_stage import SemanticSwinBlockSequence
+from ..utils import check_int
+from .stvit_swin import SemanticSwinTransformer
 
 #: roles of the 6 blocks of a dumbbell unit
 UNIT_LAYOUT = ('image', 'stgm1', 'stgm2', 'semantic_local', 'semantic_global',
@@ -110,9 +111,10 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
     """STViT-R: Swin with dumbbell units of semantic tokens in one stage.
 
     A drop-in for mmdet's ``SwinTransformer`` (same 4-level NCHW pyramid,
-    same parameter names, so FPN/UperNet and Swin checkpoints work
-    unchanged). Stage ``dumbbell_stage`` (stage 3 by default) is regrouped
-    into units of 6 blocks, ``[image, STGM-1, STGM-2, semantic local,
+    as a tuple: :meth:`~mmvitaccel.models.utils.SwinBase.forward`; same
+    parameter names, so FPN/UperNet and Swin checkpoints work unchanged).
+    Stage ``dumbbell_stage`` (stage 3 by default) is regrouped into units
+    of 6 blocks, ``[image, STGM-1, STGM-2, semantic local,
     semantic global, recovery]``: Swin-S/B have 3 units in their 18-block
     stage 3, Swin-T one. Any input size works: the stage pads to window
     multiples internally and masks the padding, so outputs do not depend on
@@ -197,17 +199,3 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
             pooling=pooling,
             embed_dims=self.num_features[dumbbell_stage],
             global_centres=global_centres)
-
-    def forward(self, x):
-        """Swin's forward, with the feature maps as a tuple.
-
-        Args:
-            x (Tensor): images ``(B, 3, H, W)``, any size.
-
-        Returns:
-            tuple[Tensor]: ``(B, C_i, H_i, W_i)`` for each of
-            ``out_indices`` (a tuple, which mmpretrain's necks need; mmdet
-            and mmseg take it too).
-        """
-        check_in_channels(x, self.patch_embed.projection.in_channels, 4)
-        return tuple(super().forward(x))

@@ -12,353 +12,44 @@ STViT (only STViT-R); the layout below is the reconstruction of
   channels of the semantic tokens; stage 4 attends globally among them;
 * head: global average pooling over the (valid) semantic tokens.
 
-This module also holds what STViT and STViT-R share: the Swin
-configuration, the STGM (initial centres, STGM-1, STGM-2), the semantic
-blocks and the checkpoint loading.
+The semantic stages are in
+:mod:`mmvitaccel.models.layers.semantic_swin_stage`; this module holds the
+backbone STViT and STViT-R share (:class:`SemanticSwinTransformer`: the
+Swin configuration and the checkpoint loading) and STViT's own
+(:class:`STViTSwinTransformer`).
 """
-import functools
-import inspect
-
-import torch
 import torch.nn as nn
-from mmdet.models.backbones.swin import SwinTransformer
-from mmengine.model import BaseModule, ModuleList
-from mmengine.model.weight_init import trunc_normal_
+from mmengine.model import ModuleList
 
-from ...ops import (IntraInterPooling, check_pooling, mask_or_none,
-                    neighbourhood_mask, neighbourhood_windows,
-                    pad_to_multiple, pool_centres, window_partition,
-                    window_reverse)
+from ...ops import check_pooling
 from ...registry import MODELS
 from ..layers import CrossAttentionSwinBlock
-from ..utils import (check_in_channels, check_int, check_int_pair,
-                     load_with_report, swin_state_dict)
+from ..layers.semantic_swin_stage import (SemanticGlobalBlockSequence,
+                                          SemanticSwinBlockSequence,
+                                          STViTSwinBlockSequence,
+                                          check_semantic_windows,
+                                          check_stgm_fits, resolve_stgm_index)
+from ..utils import (PretrainedMixin, SwinBase, check_in_channels,
+                     swin_config, swin_state_dict)
 
-#: embed_dims, depths, num_heads of the Swin sizes
-SWIN_ARCHS = {
-    'tiny': dict(embed_dims=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24)),
-    'small': dict(embed_dims=96, depths=(2, 2, 18, 2),
-                  num_heads=(3, 6, 12, 24)),
-    'base': dict(embed_dims=128, depths=(2, 2, 18, 2),
-                 num_heads=(4, 8, 16, 32)),
-}
+__all__ = [
+    'SemanticSwinTransformer', 'STViTSwinTransformer',
+    'SemanticSwinBlockSequence', 'STViTSwinBlockSequence',
+    'SemanticGlobalBlockSequence', 'check_semantic_windows',
+    'check_stgm_fits', 'resolve_stgm_index', 'OUT_TYPES'
+]
 
 OUT_TYPES = ('avg', 'featmap')
 
-#: windows whose key regions hold at least this share of the map attend to
-#: the whole map under a mask instead of gathering a copy of their region
-#: (overlapping gathers copy the map many times over)
-DENSE_REGION_SHARE = 0.5
 
-#: 0-based stage-3 index of STGM-1: (paper default, "move STGM" variant)
-STGM_INDEX = {'tiny': (2, 1), 'small': (10, 8), 'base': (10, 8)}
-
-
-def resolve_stgm_index(arch, stgm_index, move_stgm):
-    """The block index of STGM-1: ``stgm_index`` if given, else the paper's
-    position for ``arch`` (or its "move STGM" variant)."""
-    if stgm_index is not None:
-        return stgm_index
-    if arch not in STGM_INDEX:  # None for a dict arch
-        raise ValueError('stgm_index is needed with a custom arch')
-    return STGM_INDEX[arch][int(move_stgm)]
-
-
-def check_semantic_windows(semantic_window, key_windows, window):
-    """Check the STGM sizes of a Swin with ``window x window`` windows.
-
-    Args:
-        semantic_window (int): ``w_s``, in ``1 .. window`` (adaptive pooling
-            bins of the window; it need not divide it).
-        key_windows (tuple[int, int]): ``(k1, k2)``, each ``>= window``
-            (a region around the window, the window included) and
-            ``k1 <= k2``: STGM-2 refines STGM-1's tokens over a context at
-            least as wide (the paper's 10 -> 14, the authors' 14 -> 21).
-        window (int): the Swin window side ``w``.
-
-    Returns:
-        tuple[int, tuple[int, int]]: ``semantic_window`` and ``key_windows``.
-
-    Raises:
-        TypeError: a float ``semantic_window``, or ``key_windows`` not a
-            list/tuple of ints (e.g. a bare int).
-        ValueError: sizes out of range, or ``k1 > k2``.
-    """
-    semantic_window = check_int(
-        'semantic_window', semantic_window, 1, window,
-        hint=f'semantic tokens per side of a {window}x{window} window')
-    key_windows = check_int_pair(
-        'key_windows', key_windows, low=window, example=(10, 14),
-        hint='the region sides (k1, k2) of STGM-1 and STGM-2, at least '
-        'the window size')
-    if key_windows[0] > key_windows[1]:
-        raise ValueError(f'key_windows must not decrease: STGM-2 attends to '
-                         f'a region at least as large as STGM-1 (k1 <= k2, '
-                         f'e.g. (10, 14)), got {key_windows}')
-    return semantic_window, key_windows
-
-
-def check_stgm_fits(stgm_index, depth, stage):
-    """Raise a clear error unless STGM-1 and STGM-2 fit the stage."""
-    if not 0 <= stgm_index <= depth - 2:
-        raise ValueError(f'STGM at blocks ({stgm_index}, {stgm_index + 1}) '
-                         f'does not fit stage {stage} of {depth} blocks')
-
-
-class SemanticSwinBlockSequence(BaseModule):
-    """What a Swin stage with semantic tokens needs besides its blocks.
-
-    Holds, per semantic token generation module (STGM), the learnable
-    pooling (optional) and the global centres ``G`` (optional), and runs
-    the STGM and the semantic blocks. Subclasses arrange the blocks.
-
-    Args:
-        blocks (ModuleList): the blocks of the stage (names ``blocks.{i}``
-            as in Swin, so that checkpoints load).
-        num_stgm (int): number of STGMs in the stage.
-        window_size (int): Swin window ``w``.
-        semantic_window (int): ``w_s``, semantic tokens per window side.
-        key_windows (tuple[int, int]): ``(k1, k2)``: STGM-1 and STGM-2
-            attend to the ``k x k`` image region centred on each window.
-        pooling (str): initial centres: ``'max'``, ``'avg'`` or
-            ``'intra_inter'``.
-        embed_dims (int): channels ``C`` of the stage.
-        global_centres (bool): add learnable ``G`` to the STGM-2 queries.
-    """
-
-    def __init__(self, blocks, num_stgm, window_size, semantic_window,
-                 key_windows, pooling, embed_dims, global_centres):
-        super().__init__()
-        self.blocks = blocks
-        self.window_size = window_size
-        self.semantic_window = semantic_window
-        self.key_windows = tuple(key_windows)
-        self.pooling = pooling
-        window = (window_size, window_size)
-        out = (semantic_window, semantic_window)
-        self.poolers = ModuleList([
-            IntraInterPooling(embed_dims, window, out)
-            for _ in range(num_stgm)
-        ]) if pooling == 'intra_inter' else None
-        self._fixed_pooling = None if pooling == 'intra_inter' else \
-            functools.partial(pool_centres, window=window, out=out,
-                              mode=pooling)
-        self.global_centres = nn.ParameterList([
-            nn.Parameter(torch.zeros(1, semantic_window**2, embed_dims))
-            for _ in range(num_stgm)
-        ]) if global_centres else None
-
-    def init_new_parameters(self):
-        """Initialise what STViT adds to Swin: learnable pooling starts as
-        average pooling, global centres ``G`` are Gaussian."""
-        if self.poolers is not None:
-            for pooler in self.poolers:
-                pooler.reset_parameters()
-        if self.global_centres is not None:
-            for g in self.global_centres:
-                trunc_normal_(g, std=.02)
-
-    def generate(self, g, stgm1, stgm2, x, valid):
-        """STGM ``g``: semantic tokens of every window of a padded map.
-
-        Args:
-            g (int): index of the STGM (its pooling and ``G``).
-            stgm1 (CrossAttentionSwinBlock): STGM layer 1.
-            stgm2 (CrossAttentionSwinBlock): STGM layer 2.
-            x (Tensor): ``(B, Hp, Wp, C)`` image tokens, sides multiples of
-                the window.
-            valid (Tensor): ``(Hp, Wp)`` bool, False on padding.
-
-        Returns:
-            tuple[Tensor, Tensor, Tensor]: the image windows
-            ``(B * nW, w * w, C)``, the semantic tokens
-            ``(B * nW, w_s * w_s, C)`` and their validity
-            ``(nW, w_s * w_s)`` (False for centres of all-padding bins).
-        """
-        w = self.window_size
-        nh, nw = x.shape[1] // w, x.shape[2] // w
-        windows = window_partition(x, w)  # (B*nW, w*w, C)
-        valid_w = window_partition(valid, w)  # (nW, w*w)
-        # initial cluster centres P: pooling of each window
-        pool = self.poolers[g] if self.poolers is not None else \
-            self._fixed_pooling
-        centres, sem_valid = pool(windows, valid=valid_w)
-        sem_valid = sem_valid[:nh * nw]  # the same for every image
-        # STGM-1: S1 = MHA(P, X_k1, X_k1) + P; keys/values are projected
-        # once on the map, then taken per window
-        sem = self.attend_regions(stgm1, centres, stgm1.key_values(x), valid,
-                                  w, self.key_windows[0])
-        # STGM-2: S2 = MHA(S1 + G, X_k2, X_k2) + S1 (G on queries only)
-        query = sem if self.global_centres is None else \
-            sem + self.global_centres[g]
-        sem = self.attend_regions(stgm2, query, stgm2.key_values(x), valid,
-                                  w, self.key_windows[1], shortcut=sem)
-        return windows, sem, sem_valid
-
-    @staticmethod
-    def attend_regions(block, queries, kv_map, valid, window, size,
-                       shortcut=None):
-        """Each window's queries attend to the ``size x size`` region of a
-        map centred on the window: ``MHA(q, K_region, V_region) + q``, FFN.
-
-        Two exact forms: small regions are gathered per window
-        (:func:`~mmvitaccel.ops.neighbourhood_windows`); regions holding at
-        least ``DENSE_REGION_SHARE`` of the map attend to the whole map
-        under a per-query mask (:func:`~mmvitaccel.ops.neighbourhood_mask`),
-        which moves no memory and, when every region covers the map (e.g.
-        STViT-R's 27x27 recovery on the 6x6 semantic grid at 224), needs
-        no mask at all.
-
-        Args:
-            block (CrossAttentionSwinBlock): the attending block.
-            queries (Tensor): ``(B * nW, Lq, C)``, windows in the order of
-                :func:`~mmvitaccel.ops.window_partition` of the map.
-            kv_map (Tensor): projected keys and values ``(B, Hp, Wp, 2C)``
-                (:meth:`CrossAttentionSwinBlock.key_values`), sides
-                multiples of ``window``.
-            valid (Tensor): ``(Hp, Wp)`` bool, False on padding.
-            window (int): window side on the map.
-            size (int): region side, ``>= window``.
-            shortcut (Tensor, optional): residual, default ``queries``.
-
-        Returns:
-            Tensor: ``(B * nW, Lq, C)``.
-        """
-        B, H, W, C2 = kv_map.shape
-        if min(size, H) * min(size, W) < DENSE_REGION_SHARE * H * W:
-            kv, key_valid = neighbourhood_windows(kv_map, valid, window, size)
-            return block(queries, kv, mask_or_none(key_valid), shortcut)
-        N, Lq, C = queries.shape
-        mask = mask_or_none(neighbourhood_mask(valid, window, size))
-        if mask is not None:  # (nW, HW) -> one row per query, (1, nW*Lq, HW)
-            mask = mask.repeat_interleave(Lq, dim=0)[None]
-        out = block(
-            queries.reshape(B, -1, C), kv_map.reshape(B, H * W, C2), mask,
-            None if shortcut is None else shortcut.reshape(B, -1, C))
-        return out.view(N, Lq, C)
-
-    @staticmethod
-    def attend_local(block, sem, sem_valid):
-        """Semantic local block: attention among the ``w_s x w_s`` tokens
-        of each window, ``S = MHA(S_win, S_win, S_win) + S_win``, FFN.
-
-        Args:
-            block (CrossAttentionSwinBlock): the block.
-            sem (Tensor): ``(B * nW, w_s * w_s, C)``.
-            sem_valid (Tensor): ``(nW, w_s * w_s)`` bool.
-
-        Returns:
-            Tensor: ``(B * nW, w_s * w_s, C)``.
-        """
-        return block(sem, block.key_values(sem), mask_or_none(sem_valid))
-
-    @staticmethod
-    def attend_global(block, sem, sem_valid):
-        """Semantic global block: attention among all semantic tokens of an
-        image, ``S = MHA(S, S, S) + S``, FFN.
-
-        Args:
-            block (CrossAttentionSwinBlock): the block.
-            sem (Tensor): ``(B, L, C)`` (any token order).
-            sem_valid (Tensor): ``(L, )`` bool, in the same order.
-
-        Returns:
-            Tensor: ``(B, L, C)``.
-        """
-        return block(sem, block.key_values(sem),
-                     mask_or_none(sem_valid.reshape(1, -1)))
-
-
-class STViTSwinBlockSequence(SemanticSwinBlockSequence):
-    """The Swin stage where STViT generates its semantic tokens.
-
-    ``blocks[:i]`` are upstream Swin blocks on the image tokens,
-    ``blocks[i]`` and ``blocks[i + 1]`` the STGM, and the rest semantic
-    blocks alternating local and global (local first). The stage's patch
-    merging is replaced by ``expand``, a linear layer doubling the channels
-    of the semantic tokens (None in the last stage).
-
-    Args:
-        blocks (ModuleList): all blocks of the stage.
-        expand (nn.Module | None): ``Linear(C, 2C)`` or None.
-        stgm_index (int): ``i``, the block index of STGM-1.
-        **kwargs: the arguments of :class:`SemanticSwinBlockSequence`
-            except ``num_stgm`` (one STGM).
-    """
-
-    def __init__(self, blocks, expand, stgm_index, **kwargs):
-        super().__init__(blocks, num_stgm=1, **kwargs)
-        self.expand = expand
-        self.stgm_index = stgm_index
-
-    def forward(self, x, hw_shape):
-        """Image tokens in, semantic tokens out.
-
-        Args:
-            x (Tensor): ``(B, H * W, C)`` image tokens.
-            hw_shape (tuple[int, int]): ``(H, W)``.
-
-        Returns:
-            tuple: ``(x_down, grid_shape, out, grid_shape, valid)``: the
-            semantic tokens after ``expand`` ``(B, s_H * s_W, 2C)`` and
-            before it ``(B, s_H * s_W, C)``, in raster order of the
-            semantic grid ``(s_H, s_W) = (Hp / w * w_s, Wp / w * w_s)``,
-            and their validity ``(s_H * s_W, )``.
-        """
-        i, w, s = self.stgm_index, self.window_size, self.semantic_window
-        for block in self.blocks[:i]:
-            x = block(x, hw_shape)
-        B, _, C = x.shape
-        x, valid = pad_to_multiple(x.view(B, *hw_shape, C), w)
-        grid_shape = (x.shape[1] // w * s, x.shape[2] // w * s)
-        _, sem, sem_valid = self.generate(0, self.blocks[i],
-                                          self.blocks[i + 1], x, valid)
-        for j, block in enumerate(self.blocks[i + 2:]):
-            if j % 2 == 0:
-                sem = self.attend_local(block, sem, sem_valid)
-            else:
-                sem = self.attend_global(block, sem.view(B, -1, C),
-                                         sem_valid).view_as(sem)
-        out = window_reverse(sem, s, *grid_shape).view(B, -1, C)
-        valid = window_reverse(sem_valid[..., None], s, *grid_shape)
-        valid = valid.view(-1)
-        x_down = out if self.expand is None else self.expand(out)
-        return x_down, grid_shape, out, grid_shape, valid
-
-
-class SemanticGlobalBlockSequence(BaseModule):
-    """A Swin stage that runs on semantic tokens: global attention in every
-    block (STViT's stage 4), then optionally a channel-doubling linear.
-
-    Args:
-        blocks (ModuleList): :class:`CrossAttentionSwinBlock` s.
-        expand (nn.Module | None): ``Linear(C, 2C)`` or None.
-    """
-
-    def __init__(self, blocks, expand=None):
-        super().__init__()
-        self.blocks = blocks
-        self.expand = expand
-
-    def forward(self, x, grid_shape, valid):
-        """Args:
-            x (Tensor): ``(B, L, C)`` semantic tokens.
-            grid_shape (tuple[int, int]): their grid, ``s_H * s_W = L``.
-            valid (Tensor): ``(L, )`` bool.
-
-        Returns:
-            tuple: ``(x_down, grid_shape, out, grid_shape, valid)`` as
-            :meth:`STViTSwinBlockSequence.forward`.
-        """
-        for block in self.blocks:
-            x = SemanticSwinBlockSequence.attend_global(block, x, valid)
-        x_down = x if self.expand is None else self.expand(x)
-        return x_down, grid_shape, x, grid_shape, valid
-
-
-class SemanticSwinTransformer(SwinTransformer):
+class SemanticSwinTransformer(PretrainedMixin, SwinBase):
     """mmdet's Swin with the configuration and loading that STViT and
-    STViT-R share. Not registered: build :class:`STViTSwinTransformer` or
+    STViT-R share. ``init_weights`` (:class:`PretrainedMixin`) initialises
+    from scratch as mmdet's Swin does, or loads a Swin checkpoint
+    (official, mmdet/mmseg or mmpretrain layout) given as
+    ``init_cfg=dict(type='Pretrained', checkpoint=...)``, with a report of
+    new, missing, unused and mismatched keys (``self.load_report``). Not
+    registered: build :class:`STViTSwinTransformer` or
     ``STViTRSwinTransformer``.
 
     Args:
@@ -377,23 +68,14 @@ class SemanticSwinTransformer(SwinTransformer):
 
     def __init__(self, arch, semantic_stage, semantic_window, key_windows,
                  pooling, **kwargs):
-        if arch is not None:
-            if arch not in SWIN_ARCHS:
-                raise ValueError(f'unknown arch {arch!r}; choose from '
-                                 f'{sorted(SWIN_ARCHS)}')
-            kwargs.update(SWIN_ARCHS[arch])
-        args = inspect.signature(SwinTransformer.__init__).bind(
-            None, **kwargs)
-        args.apply_defaults()
-        cfg = args.arguments
+        _, cfg = swin_config(arch, kwargs)
         window = cfg['window_size']
         if not 0 <= semantic_stage < len(cfg['depths']):
             raise ValueError(f'semantic stage {semantic_stage} does not '
                              f'exist in depths {tuple(cfg["depths"])}')
         check_pooling(pooling)
         check_semantic_windows(semantic_window, key_windows, window)
-        super().__init__(**kwargs)
-        self.swin_cfg = cfg
+        super().__init__(arch, **kwargs)
         self.semantic_stage = semantic_stage
 
     def block_args(self, stage):
@@ -431,26 +113,16 @@ class SemanticSwinTransformer(SwinTransformer):
                      for i in range(len(self.stages))
                      for name in self.new_parameter_names)
 
-    def _init_new_parameters(self):
+    def init_new_parameters(self, fresh=None):
+        """Initialise what STViT adds to Swin in every semantic stage
+        (:meth:`SemanticSwinBlockSequence.init_new_parameters`).
+
+        Args:
+            fresh: unused (everything STViT adds is new to a checkpoint).
+        """
         for stage in self.stages:
             if isinstance(stage, SemanticSwinBlockSequence):
                 stage.init_new_parameters()
-
-    def init_weights(self):
-        """Initialise from scratch as mmdet's Swin does, or load a Swin
-        checkpoint (official, mmdet/mmseg or mmpretrain layout) given as
-        ``init_cfg=dict(type='Pretrained', checkpoint=...)``, with a report
-        of new, missing, unused and mismatched keys (``self.load_report``).
-        """
-        if self.init_cfg is not None and \
-                self.init_cfg.get('type') == 'Pretrained':
-            state_dict = self.host_state_dict(self.init_cfg['checkpoint'])
-            self._init_new_parameters()
-            self.load_report = load_with_report(self, state_dict,
-                                                self.new_parameter_prefixes)
-        else:
-            super().init_weights()
-            self._init_new_parameters()
 
 
 @MODELS.register_module()

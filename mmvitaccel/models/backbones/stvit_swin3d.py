@@ -13,7 +13,6 @@ kept, so its checkpoints load.
 """
 import numpy as np
 import torch.nn as nn
-import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from mmaction.models.backbones.swin import (SwinTransformer3D,
                                             SwinTransformerBlock3D,
@@ -24,11 +23,12 @@ from mmengine.model import BaseModule, ModuleList
 from ...ops import check_pooling, pad_to_multiple, window_reverse
 from ...registry import MODELS
 from ..layers import cross_attention, project_key_values
-from ..utils import (check_in_channels, load_with_report,
-                     video_swin_state_dict)
-from .stvit_swin import (SemanticGlobalBlockSequence,
-                         SemanticSwinBlockSequence, check_semantic_windows,
-                         check_stgm_fits, resolve_stgm_index)
+from ..layers.semantic_swin_stage import (SemanticGlobalBlockSequence,
+                                          SemanticSwinBlockSequence,
+                                          check_semantic_windows,
+                                          check_stgm_fits, resolve_stgm_index)
+from ..utils import (PretrainedMixin, check_in_channels, inflate_2d_swin,
+                     load_with_report, video_swin_state_dict)
 
 
 class CrossAttentionSwinBlock3D(SwinTransformerBlock3D):
@@ -167,7 +167,7 @@ class STViTSwinBlockSequence3D(SemanticSwinBlockSequence):
 
 
 @MODELS.register_module()
-class STViTSwinTransformer3D(SwinTransformer3D):
+class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
     """STViT on Video Swin (mmaction2's ``SwinTransformer3D``).
 
     Stage 3 (``semantic_stage``) generates ``w_s x w_s`` semantic tokens per
@@ -176,9 +176,12 @@ class STViTSwinTransformer3D(SwinTransformer3D):
     11-12 of Swin-S, 1-based); the later blocks attend among semantic tokens.
     Outputs are ``(B, C, D, s_H, s_W)`` maps on the semantic grid (padded
     tokens zeroed), so mmaction2's ``I3DHead`` takes them unchanged. Video
-    Swin checkpoints (``init_cfg=dict(type='Pretrained', ...)``) load with a
-    report of new/missing/unused/mismatched keys; ``pretrained`` with
-    ``pretrained2d=True`` inflates a 2-D Swin as upstream does.
+    Swin checkpoints (``init_cfg=dict(type='Pretrained', ...)``, or
+    ``pretrained`` with ``pretrained2d=False`` as upstream) load with a
+    report of new/missing/unused/mismatched keys
+    (:class:`~mmvitaccel.models.utils.PretrainedMixin`); ``pretrained`` with
+    ``pretrained2d=True`` inflates a 2-D Swin with upstream's
+    ``inflate_weights`` (:func:`~mmvitaccel.models.utils.inflate_2d_swin`).
 
     Args:
         arch (str | dict): ``'tiny'``, ``'small'`` or ``'base'`` (or
@@ -285,70 +288,47 @@ class STViTSwinTransformer3D(SwinTransformer3D):
         return tuple(f'layers.{i}.{name}' for i in range(self.num_layers)
                      for name in ('poolers.', 'global_centres.', 'expand.'))
 
+    def init_new_parameters(self, fresh=None):
+        """Initialise what STViT adds in the semantic stage
+        (:meth:`SemanticSwinBlockSequence.init_new_parameters`).
+
+        Args:
+            fresh: unused (everything STViT adds is new to a checkpoint).
+        """
+        self.layers[self.semantic_stage].init_new_parameters()
+
+    def init_host_weights(self):
+        """From scratch as Video Swin's ``init_cfg`` (truncated normal
+        linears, unit LayerNorms), without upstream's inflation."""
+        BaseModule.init_weights(self)
+
     def inflate_weights(self, logger):
-        """Inflate a 2-D Swin checkpoint (``self.pretrained``) as upstream
-        ``SwinTransformer3D.inflate_weights`` does (patch embedding averaged
-        over time, position tables resized to the window and repeated over
-        its ``2 * w_t - 1`` temporal offsets, ``norm`` -> ``norm3``), skipping
-        the tables of the blocks that became cross-attention, and report
-        what was loaded (``self.load_report``).
+        """Inflate the 2-D Swin checkpoint ``self.pretrained`` with
+        upstream ``SwinTransformer3D.inflate_weights`` and load it with a
+        report (``self.load_report``); see :func:`inflate_2d_swin`.
 
         Args:
             logger (MMLogger): where the report goes.
         """
-        state_dict = video_swin_state_dict(self.pretrained)
-        own = self.state_dict()
-        state_dict = {
-            k: v
-            for k, v in state_dict.items()
-            if 'relative_position_index' not in k and 'attn_mask' not in k
-        }
-        weight = state_dict['patch_embed.proj.weight']
-        if weight.dim() == 4:
-            t = self.patch_size[0]
-            state_dict['patch_embed.proj.weight'] = \
-                weight.unsqueeze(2).repeat(1, 1, t, 1, 1) / t
-        wd, wh, ww = self.window_size
-        for k in [k for k in state_dict if 'relative_position_bias_table' in k]:
-            if k not in own:
-                continue  # a replaced block: reported as unused below
-            table = state_dict.pop(k)
-            side = int(table.shape[0]**0.5)
-            if side != 2 * wh - 1 or side != 2 * ww - 1:
-                table = F.interpolate(
-                    table.permute(1, 0).view(1, -1, side, side),
-                    size=(2 * wh - 1, 2 * ww - 1),
-                    mode='bicubic').flatten(2)[0].permute(1, 0)
-            state_dict[k] = table.repeat(2 * wd - 1, 1)
-        # the 3-D index buffers are ours (computed from the window)
-        state_dict.update({k: v for k, v in own.items()
-                           if 'relative_position_index' in k})
-        if 'norm.weight' in state_dict and hasattr(self, 'norm3'):
-            state_dict['norm3.weight'] = state_dict.pop('norm.weight')
-            state_dict['norm3.bias'] = state_dict.pop('norm.bias')
+        state_dict = inflate_2d_swin(self, self.pretrained, logger)
         self.load_report = load_with_report(
             self, state_dict, self.new_parameter_prefixes, logger)
 
     def init_weights(self):
         """Load a Video Swin checkpoint given as ``init_cfg=dict(type=
-        'Pretrained', checkpoint=...)`` with a report (``self.load_report``),
+        'Pretrained', checkpoint=...)`` or, as upstream, as ``pretrained``
+        with ``pretrained2d=False``, with a report (``self.load_report``);
         inflate a 2-D Swin given as ``pretrained`` (``pretrained2d=True``)
-        as upstream does, or initialise from scratch."""
-        stage = self.layers[self.semantic_stage]
-        if isinstance(self.init_cfg, dict) and \
-                self.init_cfg.get('type') == 'Pretrained':
-            stage.init_new_parameters()
-            self.load_report = load_with_report(
-                self, self.host_state_dict(self.init_cfg['checkpoint']),
-                self.new_parameter_prefixes)
-            return
-        if self.pretrained2d and self.pretrained:
+        as upstream does; or initialise from scratch."""
+        if self.pretrained and not self.pretrained2d:
+            # upstream turns ``pretrained`` into a Pretrained init_cfg
+            self.init_cfg = dict(type='Pretrained', checkpoint=self.pretrained)
+        if self.pretrained_checkpoint() is None and self.pretrained2d and \
+                self.pretrained:
             self.inflate_weights(MMLogger.get_current_instance())
-            stage.init_new_parameters()
+            self.init_new_parameters()
             return
-        else:
-            BaseModule.init_weights(self)
-        stage.init_new_parameters()
+        super().init_weights()
 
     def forward(self, x):
         """Args:

@@ -1,15 +1,23 @@
 from .checkpoint import (MIN_LOADED_SHARE, deit_converter, deit_state_dict,
-                         describe_checkpoint, load_with_report,
-                         swin_state_dict, video_swin_state_dict)
+                         describe_checkpoint, inflate_2d_swin,
+                         load_with_report, swin_state_dict,
+                         video_swin_state_dict)
 from .checks import (as_int_tuple, check_finite, check_in_channels, check_int,
                      check_int_pair)
 from .hvit_checkpoint import (hallucinated_state_dict, pvtv2_state_dict)
+from .pretrained import PretrainedMixin
+from .static_checkpoint import static_attention_state_dict
+from .swin import (SWIN_ARCHS, SwinBase, relative_position_index,
+                   swin_config)
 from .vit import embed_tokens
 
 __all__ = [
     'deit_converter', 'deit_state_dict', 'load_with_report', 'swin_state_dict',
-    'video_swin_state_dict', 'hallucinated_state_dict', 'pvtv2_state_dict',
+    'video_swin_state_dict', 'inflate_2d_swin', 'hallucinated_state_dict',
+    'pvtv2_state_dict',
     'embed_tokens', 'describe_checkpoint', 'MIN_LOADED_SHARE',
     'as_int_tuple', 'check_finite', 'check_in_channels', 'check_int',
-    'check_int_pair'
+    'check_int_pair', 'PretrainedMixin', 'relative_position_index',
+    'static_attention_state_dict', 'SWIN_ARCHS', 'SwinBase',
+    'swin_config'
 ]

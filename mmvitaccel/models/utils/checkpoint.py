@@ -99,6 +99,61 @@ def video_swin_state_dict(checkpoint):
     return _backbone_only(_read_state_dict(checkpoint))
 
 
+def inflate_2d_swin(model, checkpoint, logger):
+    """A 2-D Swin checkpoint inflated for a Video Swin ``model`` by upstream
+    ``SwinTransformer3D.inflate_weights`` (mmaction2), returned instead of
+    loaded, so that the caller can load it with a report.
+
+    Upstream reads ``model.pretrained`` (a file with a ``model`` entry),
+    averages the patch embedding over time, resizes every relative position
+    table to the window and repeats it over the ``2 * w_t - 1`` temporal
+    offsets, and renames the final ``norm`` to ``norm3``. It expects every
+    table of the checkpoint in the model and ``norm.*`` when the model has
+    ``norm3``, so what ``model`` lacks is set aside first (the tables of
+    blocks that became something else, e.g. STViT's cross-attention) and
+    put back unchanged, for the loader to report as unused. The model's
+    own ``relative_position_index`` buffers (computed from its window) are
+    added, as upstream drops the checkpoint's.
+
+    Args:
+        model (SwinTransformer3D): the model (or a subclass); read only.
+        checkpoint (str | dict): a path/URL or a loaded checkpoint of a 2-D
+            Swin in the official layout (``layers.{i}.blocks.{j}...``),
+            bare or under ``state_dict``/``model``.
+        logger (MMLogger): where upstream logs.
+
+    Returns:
+        OrderedDict: ``{name: tensor}`` in the model's names.
+    """
+    import os.path as osp
+    import tempfile
+    from types import SimpleNamespace
+
+    from mmaction.models.backbones.swin import SwinTransformer3D
+
+    own = model.state_dict()
+    state_dict = video_swin_state_dict(checkpoint)
+    set_aside = OrderedDict(
+        (k, state_dict.pop(k)) for k in list(state_dict)
+        if 'relative_position_bias_table' in k and k not in own)
+    inflated = OrderedDict()
+    stand_in = SimpleNamespace(
+        patch_size=model.patch_size,
+        window_size=model.window_size,
+        state_dict=lambda: own,
+        load_state_dict=lambda sd, strict=True: inflated.update(sd))
+    if hasattr(model, 'norm3') and 'norm.weight' in state_dict:
+        stand_in.norm3 = model.norm3
+    with tempfile.TemporaryDirectory() as folder:
+        stand_in.pretrained = osp.join(folder, 'swin2d.pth')
+        torch.save(dict(model=state_dict), stand_in.pretrained)
+        SwinTransformer3D.inflate_weights(stand_in, logger)
+    inflated.update(set_aside)
+    inflated.update((k, v) for k, v in own.items()
+                    if 'relative_position_index' in k)
+    return inflated
+
+
 #: official DeiT block names -> mmpretrain ``TransformerEncoderLayer`` names
 _DEIT_BLOCK_RENAMES = (
     ('.norm1.', '.ln1.'),
