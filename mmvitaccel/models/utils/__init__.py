@@ -7,8 +7,7 @@ from .checks import (as_int_tuple, check_finite, check_in_channels, check_int,
 from .hvit_checkpoint import (hallucinated_state_dict, pvtv2_state_dict)
 from .pretrained import PretrainedMixin
 from .static_checkpoint import static_attention_state_dict
-from .swin import (SWIN_ARCHS, SwinBase, relative_position_index,
-                   swin_config)
+from .swin import SWIN_ARCHS, SwinBase, swin_config
 from .vit import embed_tokens
 
 __all__ = [
@@ -17,7 +16,7 @@ __all__ = [
     'pvtv2_state_dict',
     'embed_tokens', 'describe_checkpoint', 'MIN_LOADED_SHARE',
     'as_int_tuple', 'check_finite', 'check_in_channels', 'check_int',
-    'check_int_pair', 'PretrainedMixin', 'relative_position_index',
+    'check_int_pair', 'PretrainedMixin',
     'static_attention_state_dict', 'SWIN_ARCHS', 'SwinBase',
     'swin_config'
 ]

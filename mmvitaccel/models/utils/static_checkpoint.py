@@ -20,7 +20,7 @@ from collections import OrderedDict
 
 import torch
 
-from .swin import relative_position_index
+from ...ops import relative_position_bias, relative_position_index
 
 #: the note of a split ``qkv`` in ``load_report['dropped']``: ``{key}`` the
 #: fused key, ``{v_key}`` where the V rows went
@@ -32,9 +32,7 @@ def _folded_bias(table, window):
     ``((2w - 1)^2, h)``, or None without a table of this window."""
     if table is None or table.shape[0] != (2 * window - 1)**2:
         return None
-    index = relative_position_index(window).view(-1)
-    n = window * window
-    return table[index].view(n, n, -1).permute(2, 0, 1)
+    return relative_position_bias(table, relative_position_index(window))
 
 
 def static_attention_state_dict(state_dict, static_layers, static_init,

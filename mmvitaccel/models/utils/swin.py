@@ -34,7 +34,7 @@ It takes mmpretrain's ``arch`` names, which give the same sizes as
 """
 import inspect
 
-from mmdet.models.backbones.swin import SwinTransformer, WindowMSA
+from mmdet.models.backbones.swin import SwinTransformer
 
 from .checks import check_in_channels
 
@@ -76,21 +76,6 @@ def swin_config(arch, kwargs):
     cfg = dict(args.arguments)
     cfg.pop('self')
     return kwargs, cfg
-
-
-def relative_position_index(window):
-    """The relative position index of a ``window x window`` Swin window, as
-    mmdet's ``WindowMSA`` computes it.
-
-    Args:
-        window (int): the window side ``w``.
-
-    Returns:
-        Tensor: ``(w^2, w^2)`` int64, indices into the ``(2w - 1)^2`` rows
-        of a relative position bias table.
-    """
-    coords = WindowMSA.double_step_seq(2 * window - 1, window, 1, window)
-    return (coords + coords.T).flip(1).contiguous()
 
 
 class SwinBase(SwinTransformer):
