@@ -16,15 +16,15 @@ The backbone is mmdet's ``SwinTransformer`` otherwise (through
 pyramid, so it drops into Cascade Mask R-CNN, UperNet and the
 mmpretrain classifier (with the upstream GAP neck).
 """
-import warnings
 
 import torch
 
 from ...ops import check_init_mode, init_static_logits
 from ...registry import MODELS
 from ..layers import StaticShiftWindowMSA
-from ..utils import (PretrainedMixin, SwinBase, static_attention_state_dict,
-                     swin_config, swin_state_dict)
+from ..utils import (PretrainedMixin, SwinBase, fresh_static_init,
+                     static_attention_state_dict, swin_config,
+                     swin_state_dict)
 
 #: the paper's P (static blocks) per Swin size
 STATIC_BLOCKS = {'tiny': 6, 'small': 12, 'base': 12}
@@ -89,12 +89,7 @@ class DGSSASwinTransformer(PretrainedMixin, SwinBase):
         """Static logits by ``mode`` (``static_init`` by default; ``'dg'``
         without data falls back to uniform with a warning), plus the
         relative position bias of each block in ``biases`` (by name)."""
-        mode = mode or self.static_init
-        if mode == 'dg':
-            warnings.warn("static_init='dg' takes the static logits from a "
-                          'checkpoint written by tools/dgssa_init.py; none '
-                          'given, so they start uniform')
-            mode = 'uniform'
+        mode = fresh_static_init(mode or self.static_init)
         w = self.window_size
         for name, block in self.static_block_items():
             msa = block.attn.w_msa

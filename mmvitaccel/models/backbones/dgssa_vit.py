@@ -12,7 +12,6 @@ class token passes unchanged, so that the classifier still reads it
 (``out_type='cls_token'``, as DeiT).
 """
 import math
-import warnings
 
 import torch
 import torch.nn as nn
@@ -22,7 +21,7 @@ from ...ops import GLAD, check_init_mode, init_static_logits, token_counts
 from ...registry import MODELS
 from ..layers import StaticMultiheadAttention
 from ..utils import (PretrainedMixin, deit_state_dict,
-                     static_attention_state_dict)
+                     fresh_static_init, static_attention_state_dict)
 from ..utils.vit import embed_tokens, run_layers
 from .stvit_deit import DEIT_ARCHS
 
@@ -133,12 +132,7 @@ class DGSSAVisionTransformer(PretrainedMixin, VisionTransformer):
     def reset_static_logits(self, mode=None):
         """Static logits by ``mode`` (``static_init`` by default); ``'dg'``
         without data falls back to uniform, with a warning."""
-        mode = mode or self.static_init
-        if mode == 'dg':
-            warnings.warn("static_init='dg' takes the static logits from a "
-                          'checkpoint written by tools/dgssa_init.py; none '
-                          'given, so they start uniform')
-            mode = 'uniform'
+        mode = fresh_static_init(mode or self.static_init)
         side = self.patch_resolution
         for i in self.static_layers:
             attn = self.layers[i].attn

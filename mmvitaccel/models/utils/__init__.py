@@ -6,7 +6,8 @@ from .checks import (as_int_tuple, check_finite, check_in_channels, check_int,
                      check_int_pair)
 from .hvit_checkpoint import (hallucinated_state_dict, pvtv2_state_dict)
 from .pretrained import PretrainedMixin
-from .static_checkpoint import static_attention_state_dict
+from .static_checkpoint import (fresh_static_init,
+                                static_attention_state_dict)
 from .swin import SWIN_ARCHS, SwinBase, swin_config
 from .vit import embed_tokens
 
@@ -17,6 +18,7 @@ __all__ = [
     'embed_tokens', 'describe_checkpoint', 'MIN_LOADED_SHARE',
     'as_int_tuple', 'check_finite', 'check_in_channels', 'check_int',
     'check_int_pair', 'PretrainedMixin',
-    'static_attention_state_dict', 'SWIN_ARCHS', 'SwinBase',
+    'static_attention_state_dict', 'fresh_static_init', 'SWIN_ARCHS',
+    'SwinBase',
     'swin_config'
 ]

@@ -16,6 +16,7 @@ Loading a host checkpoint (DeiT, Swin) into it therefore:
 :func:`static_attention_state_dict` does this for
 ``DGSSAVisionTransformer`` and ``DGSSASwinTransformer`` alike.
 """
+import warnings
 from collections import OrderedDict
 
 import torch
@@ -25,6 +26,25 @@ from ...ops import relative_position_bias, relative_position_index
 #: the note of a split ``qkv`` in ``load_report['dropped']``: ``{key}`` the
 #: fused key, ``{v_key}`` where the V rows went
 QK_NOTE = '{key}: Q and K dropped'
+
+
+def fresh_static_init(mode):
+    """The init of static logits made without data: ``'dg'`` needs the
+    statistics that ``tools/dgssa_init.py`` writes into a checkpoint, so
+    without one it falls back to ``'uniform'`` with a warning.
+
+    Args:
+        mode (str): a ``static_init`` mode.
+
+    Returns:
+        str: ``mode``, or ``'uniform'`` for ``'dg'``.
+    """
+    if mode == 'dg':
+        warnings.warn("static_init='dg' takes the static logits from a "
+                      'checkpoint written by tools/dgssa_init.py; none '
+                      'given, so they start uniform')
+        return 'uniform'
+    return mode
 
 
 def _folded_bias(table, window):
