@@ -1,6 +1,11 @@
-"""Distillation shared by the classifiers: frozen teachers built without
-weights and loaded in ``init_weights`` (:mod:`.teacher`), and the KD loss
-(:mod:`.losses`). See ``docs/distillation.md``."""
+"""Distillation shared by the classifiers (``docs/distillation.md``).
+
+One convention: the frozen teacher is built without weights, loads them in
+``init_weights`` and is held outside the student's state dict
+(:mod:`.teacher` says why: checkpoint size, deployment, resume, DDP); the
+prediction loss is the KL divergence with a temperature (:mod:`.losses`:
+at ``T = 1`` it has the soft cross-entropy's gradient).
+"""
 from .losses import check_temperature, kl_divergence
 from .teacher import (TeacherMixin, build_teacher, freeze,
                       load_teacher_weights)

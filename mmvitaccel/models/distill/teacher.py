@@ -9,9 +9,10 @@ One convention for every distilling classifier
   ``Pretrained`` ``init_cfg``; nothing is downloaded or read from disk, so
   a model (and a config check, ``tools/test.py``, an analysis tool) builds
   offline.
-* **The weights load in** ``init_weights()`` (:meth:`TeacherMixin.init_weights`,
-  through :func:`load_teacher_weights`), with the loaded / missing / unused
-  report of :func:`~mmvitaccel.models.utils.load_with_report`. mmengine's
+* **The weights load in** ``init_weights()``
+  (:meth:`TeacherMixin.init_weights`, :func:`load_teacher_weights`), with
+  the loaded / missing / unused report of
+  :func:`~mmvitaccel.models.utils.load_with_report`. mmengine's
   runner calls ``init_weights`` before it loads ``load_from`` or a resumed
   checkpoint, so the teacher is in place either way.
 * **The teacher is not part of the student's module tree**: not in the
