@@ -277,7 +277,9 @@ def test_prediction_distillation_with_a_teacher_head():
     with torch.no_grad():
         student = model.head(model.backbone(x))
         teacher = model.teacher_head(model.teacher(x))
-    ref = -(teacher.softmax(-1) * student.log_softmax(-1)).sum(-1).mean()
+    # KL(p_t || p_s): the soft cross-entropy less the teacher's entropy
+    ref = (teacher.softmax(-1) * (teacher.log_softmax(-1) -
+                                  student.log_softmax(-1))).sum(-1).mean()
     torch.testing.assert_close(losses['loss_kd'].detach(), 0.5 * ref)
     sum(losses.values()).backward()
     assert all(p.grad is None for p in model.teacher_head.parameters())

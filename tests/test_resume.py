@@ -4,7 +4,8 @@ uninterrupted run ends, for each family with state of its own:
 
 * SaiT: the dense/sparse alternation (``DenseSparseAlternateHook``);
 * AS-ViT: the learned thresholds and the teacher;
-* GLAD (Integrated-DeiT): the teacher inside the classifier;
+* GLAD (Integrated-DeiT): the teacher-side GLADs (the frozen teacher is reloaded
+  in ``init_weights``, outside the state dict);
 * hMHSA + cFFN: the BatchNorm branches (running statistics).
 
 The killed run is a real process (``tools/train.py``) killed by a hook at a

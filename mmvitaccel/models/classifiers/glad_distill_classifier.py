@@ -13,8 +13,15 @@ the student, the class token is left out of the aggregation: both GLADs map
 patch tokens only.
 
 With a ``teacher_head``, the paper's "self-supervised distill training" is
-added too: the cross-entropy between the teacher's predicted distribution
-and the student's, ``loss_kd = -kd_weight * mean_b sum_c p_t log p_s``.
+added too, as ``loss_kd = kd_weight * mean_b KL(p_t || p_s)``
+(:func:`~mmvitaccel.models.distill.kl_divergence` at ``T = 1``). The
+paper's cross-entropy ``-sum_c p_t log p_s`` differs from it by the
+teacher's entropy only, a constant for the student: same gradient, and the
+logged value is 0 when the student matches the teacher.
+
+The teacher and its head are frozen and held outside the state dict; their
+weights load in ``init_weights`` (``docs/distillation.md``). The
+teacher-side GLADs ``teacher_glads`` are trained and stay in the state dict.
 """
 import torch
 import torch.nn as nn
@@ -24,33 +31,40 @@ from mmpretrain.models.classifiers import ImageClassifier
 from ...ops import GLAD
 from ...registry import MODELS
 from ..backbones.dgssa_vit import DGSSAVisionTransformer
-from ..utils import deit_state_dict, load_with_report
+from ..distill import TeacherMixin, kl_divergence
+from ..utils import deit_state_dict
 from ..utils.vit import embed_tokens, format_vit_output, run_layers
 
 
 @MODELS.register_module()
-class GLADDistillClassifier(ImageClassifier):
+class GLADDistillClassifier(TeacherMixin, ImageClassifier):
     """mmpretrain's ``ImageClassifier`` with GLAD token distillation.
 
     Args:
         backbone (dict): a :class:`DGSSAVisionTransformer` config.
         teacher (dict, optional): the pretrained ViT, an mmpretrain
             ``VisionTransformer`` config of the same width and patch grid
-            (the uncompressed model). Frozen, always in eval mode. None: no
-            distillation (plain classifier).
+            (the uncompressed model); its weights by a ``Pretrained``
+            ``init_cfg`` (``prefix='backbone.'`` for a classifier
+            checkpoint) or ``teacher_checkpoint``. Frozen, always in eval
+            mode, not in the state dict. None: no distillation (plain
+            classifier).
         teacher_checkpoint (str, optional): its weights (mmpretrain or
             official DeiT layout), loaded in ``init_weights`` with a report
-            (``self.teacher_load_report``). A teacher ``init_cfg`` works
-            too.
+            (``self.teacher_load_report``); overrides the ``init_cfg``.
         distill_weight (float): weight of ``L_glad``.
         glad_init (str): ``W`` init of the teacher-side GLADs.
         teacher_head (dict, optional): the teacher's classification head
             (e.g. ``VisionTransformerClsHead``, weights by its ``init_cfg``
-            with ``prefix='head.'``); enables ``loss_kd``.
+            with ``prefix='head.'``); enables ``loss_kd``. Frozen, not in
+            the state dict.
         kd_weight (float): weight of ``loss_kd``.
         **kwargs: the arguments of ``ImageClassifier`` (neck, head,
             train_cfg, data_preprocessor, init_cfg).
     """
+
+    teacher_names = ('teacher', 'teacher_head')
+    distill_only = ('teacher_glads', )
 
     def __init__(self,
                  backbone,
@@ -69,29 +83,27 @@ class GLADDistillClassifier(ImageClassifier):
         self.distill_weight = distill_weight
         self.teacher_checkpoint = teacher_checkpoint
         self.kd_weight = kd_weight
-        self.teacher = None
         self.teacher_glads = None
-        self.teacher_head = None
+        self.teacher_load_report = None
         if teacher is None:
             if teacher_head is not None:
                 raise ValueError('teacher_head needs a teacher')
             return
-        self.teacher = MODELS.build(teacher) if isinstance(teacher,
-                                                           dict) else teacher
+        vit = self.add_teacher('teacher', teacher, teacher_checkpoint,
+                               converter=deit_state_dict)
         student = self.backbone
-        if self.teacher.embed_dims != student.embed_dims or tuple(
-                self.teacher.patch_resolution) != tuple(
-                    student.patch_resolution):
+        if vit.embed_dims != student.embed_dims or tuple(
+                vit.patch_resolution) != tuple(student.patch_resolution):
             raise ValueError(
-                f'the teacher ({self.teacher.embed_dims} channels, patch '
-                f'grid {self.teacher.patch_resolution}) must match the '
+                f'the teacher ({vit.embed_dims} channels, patch '
+                f'grid {vit.patch_resolution}) must match the '
                 f'student ({student.embed_dims}, '
                 f'{student.patch_resolution})')
-        if self.teacher.num_extra_tokens != student.num_extra_tokens:
+        if vit.num_extra_tokens != student.num_extra_tokens:
             raise ValueError('teacher and student must have the same class '
                              'tokens')
         if student.glad_layers and \
-                max(student.glad_layers) >= self.teacher.num_layers:
+                max(student.glad_layers) >= vit.num_layers:
             raise ValueError('the teacher has no layer at the last GLAD '
                              'layer of the student')
         e = student.num_extra_tokens
@@ -99,37 +111,21 @@ class GLADDistillClassifier(ImageClassifier):
             GLAD(student.tokens[0] - e, m - e, student.embed_dims, glad_init)
             for m in student.glad_tokens)
         if teacher_head is not None:
-            self.teacher_head = MODELS.build(teacher_head) if isinstance(
-                teacher_head, dict) else teacher_head
-        self._freeze_teacher()
+            self.add_teacher('teacher_head', teacher_head)
 
-    def _frozen(self):
-        return [m for m in (self.teacher, self.teacher_head) if m is not None]
-
-    def _freeze_teacher(self):
-        for module in self._frozen():
-            for p in module.parameters():
-                p.requires_grad_(False)
-            module.eval()
-
-    def train(self, mode=True):
-        """Train mode everywhere but in the frozen teacher."""
-        super().train(mode)
-        for module in self._frozen():
-            module.eval()
-        return self
+    @property
+    def teacher_head(self):
+        """The teacher's frozen classification head, or None."""
+        return self.get_teacher('teacher_head')
 
     def init_weights(self):
-        """Initialise as ``ImageClassifier``, then load the teacher."""
+        """Initialise as ``ImageClassifier``, load the teacher (and its
+        head), then reset the teacher-side GLADs."""
         super().init_weights()
+        self.teacher_load_report = self.teacher_load_reports.get('teacher')
         if self.teacher_glads is not None:
             for glad in self.teacher_glads:
                 glad.reset_parameters()
-        if self.teacher is not None and self.teacher_checkpoint:
-            self.teacher_load_report = load_with_report(
-                self.teacher, deit_state_dict(self.teacher_checkpoint))
-        if self.teacher is not None:
-            self._freeze_teacher()
 
     @torch.no_grad()
     def teacher_forward(self, inputs):
@@ -204,6 +200,6 @@ class GLADDistillClassifier(ImageClassifier):
             losses['loss_glad'] = self.distill_weight * self.glad_loss(
                 tokens, glad_outputs)
         if logits is not None:
-            soft = -(logits.softmax(-1) * scores.log_softmax(-1)).sum(-1)
-            losses['loss_kd'] = self.kd_weight * soft.mean()
+            losses['loss_kd'] = self.kd_weight * kl_divergence(
+                scores, logits).mean()
         return losses

@@ -1,17 +1,14 @@
 """Training a token-pruned ViT: distillation (SaiT, AS-ViT) and AS-ViT's
 budget-aware loss, on top of mmpretrain's ``ImageClassifier``."""
 import contextlib
-import copy
 
 import torch
-import torch.nn.functional as F
-from mmengine.runner.checkpoint import load_checkpoint
 from mmpretrain.models.classifiers import ImageClassifier
 
 from ...registry import MODELS
-from ...apis.launch import load_config_file
 from ..backbones.token_pruned_vit import (TokenPrunedVisionTransformer,
                                           tokens_and_last_attention)
+from ..distill import TeacherMixin, check_temperature, kl_divergence
 
 #: settings of :meth:`TokenPrunedVisionTransformer.set_pruning` accepted in
 #: ``test_cfg``
@@ -19,69 +16,8 @@ TEST_SETTINGS = ('density', 'mass_threshold', 'prune', 'batch_mode',
                  'test_execution')
 
 
-def build_teacher(teacher):
-    """Build a frozen teacher classifier.
-
-    Args:
-        teacher (dict | nn.Module): a module, or
-            ``dict(config=..., checkpoint=...)``: ``config`` a config file
-            (``'mmpretrain::deit/deit-small_4xb256_in1k.py'`` or a path) or
-            a model dict; ``checkpoint`` a path or URL of its weights, also
-            accepted as ``init_cfg=dict(type='Pretrained',
-            checkpoint=...)`` (the form the tiny overlay recognises and
-            drops when it is a URL). Without weights the teacher is random
-            (tests only).
-
-    Returns:
-        nn.Module: the model in eval mode, gradients off.
-    """
-    if isinstance(teacher, torch.nn.Module):
-        model = teacher
-    else:
-        if not isinstance(teacher, dict) or 'config' not in teacher:
-            raise ValueError('teacher must be dict(config=..., checkpoint=...)'
-                             f' or a module, got {teacher!r}')
-        config = teacher['config']
-        if isinstance(config, str):
-            config = load_config_file(config).model
-        config = copy.deepcopy(dict(config))
-        config.pop('init_cfg', None)
-        if isinstance(config.get('backbone'), dict):
-            config['backbone'].pop('init_cfg', None)
-        # mixup/cutmix belong to the student's data preprocessor
-        config.pop('train_cfg', None)
-        from mmengine.registry import DefaultScope
-        with DefaultScope.overwrite_default_scope('mmpretrain'):
-            model = MODELS.build(config)
-        checkpoint = teacher.get('checkpoint') or (
-            teacher.get('init_cfg') or {}).get('checkpoint')
-        if checkpoint:
-            load_checkpoint(model, checkpoint, map_location='cpu',
-                            revise_keys=[(r'^module\.', '')])
-    model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return model
-
-
-def kl_divergence(student_logits, teacher_logits, temperature=1.):
-    """``T^2 KL(softmax(t / T) || softmax(s / T))``, mean over rows.
-
-    Args:
-        student_logits (Tensor): ``(..., K)``.
-        teacher_logits (Tensor): ``(..., K)``.
-        temperature (float): ``T``.
-
-    Returns:
-        Tensor: ``(...)`` per-row divergences.
-    """
-    log_s = F.log_softmax(student_logits / temperature, dim=-1)
-    log_t = F.log_softmax(teacher_logits / temperature, dim=-1)
-    return (log_t.exp() * (log_t - log_s)).sum(dim=-1) * temperature**2
-
-
 @MODELS.register_module()
-class TokenPrunedClassifier(ImageClassifier):
+class TokenPrunedClassifier(TeacherMixin, ImageClassifier):
     """An ``ImageClassifier`` with a :class:`TokenPrunedVisionTransformer`,
     the losses of SaiT and AS-ViT and test-time pruning settings.
 
@@ -107,8 +43,9 @@ class TokenPrunedClassifier(ImageClassifier):
     Args:
         backbone (dict): a :class:`TokenPrunedVisionTransformer` config.
         teacher (dict, optional): ``dict(config=..., checkpoint=...)``, see
-            :func:`build_teacher`; needed by the distillation losses. Not
-            part of the state dict.
+            :func:`~mmvitaccel.models.distill.build_teacher`; needed by the
+            distillation losses. Built without weights, loaded in
+            ``init_weights``, frozen, not part of the state dict.
         distill_weight (float): ``lambda2`` of the logit KL.
         token_distill_weight (float): weight of the kept-token KL.
         distill_temperature (float): softmax temperature of the logit KL.
@@ -149,9 +86,8 @@ class TokenPrunedClassifier(ImageClassifier):
             raise ValueError('token and TIS distillation need a teacher')
         self.test_cfg = dict(test_cfg or {})
         self._check_settings(self.test_cfg)
-        # kept out of the state dict and the optimizer: a list, not a module
-        self._teacher = [build_teacher(teacher)] if teacher is not None \
-            else []
+        if teacher is not None:
+            self.add_teacher('teacher', teacher)
         if token_distill_weight > 0:
             width = getattr(self.teacher.backbone, 'embed_dims', None)
             if width != self.backbone.embed_dims:
@@ -161,7 +97,8 @@ class TokenPrunedClassifier(ImageClassifier):
                     f'{self.backbone.embed_dims}')
         self.distill_weight = distill_weight
         self.token_distill_weight = token_distill_weight
-        self.distill_temperature = distill_temperature
+        self.distill_temperature = check_temperature('distill_temperature',
+                                                     distill_temperature)
         self.tis_distill_weight = tis_distill_weight
         self.budget = budget
         self.budget_weight = budget_weight
@@ -173,11 +110,6 @@ class TokenPrunedClassifier(ImageClassifier):
         if unknown:
             raise ValueError(f'unknown test_cfg keys {sorted(unknown)}; '
                              f'choose from {TEST_SETTINGS}')
-
-    @property
-    def teacher(self):
-        """The frozen teacher, or ``None``."""
-        return self._teacher[0] if self._teacher else None
 
     def set_test_cfg(self, **settings):
         """Update the pruning settings used by :meth:`predict`."""
@@ -203,7 +135,9 @@ class TokenPrunedClassifier(ImageClassifier):
             return super().predict(inputs, data_samples, **kwargs)
 
     def _teacher_outputs(self, inputs):
-        teacher = self.teacher.to(inputs.device)
+        """The teacher's logits ``(B, K)``, final tokens ``(B, 1 + N, C)``
+        and last-layer attention ``(B, heads, 1 + N, 1 + N)``, no grad."""
+        teacher = self.teacher
         with torch.no_grad():
             tokens, attn, hw = tokens_and_last_attention(
                 teacher.backbone, inputs)

@@ -1,0 +1,322 @@
+"""Frozen teachers: built without weights, loaded in ``init_weights``, held
+outside the student's state dict.
+
+One convention for every distilling classifier
+(:class:`GLADDistillClassifier`, :class:`TokenPrunedClassifier`):
+
+* **Building never reads weights.** :func:`build_teacher` builds the
+  teacher from its config and records where its weights are as a
+  ``Pretrained`` ``init_cfg``; nothing is downloaded or read from disk, so
+  a model (and a config check, ``tools/test.py``, an analysis tool) builds
+  offline.
+* **The weights load in** ``init_weights()``
+  (:meth:`TeacherMixin.init_weights`, :func:`load_teacher_weights`), with
+  the loaded / missing / unused report of
+  :func:`~mmvitaccel.models.utils.load_with_report`. mmengine's
+  runner calls ``init_weights`` before it loads ``load_from`` or a resumed
+  checkpoint, so the teacher is in place either way.
+* **The teacher is not part of the student's module tree**: not in the
+  state dict, not in ``parameters()`` (so neither in the optimizer nor in
+  DDP's reducer or its start-up broadcast), never switched to train mode.
+  It still follows the student through ``.to()``, ``.cuda()``,
+  ``.half()`` ... (:meth:`TeacherMixin._apply`).
+
+Why outside the state dict: a checkpoint holds the student only (a DeiT-B
+teacher would double it), it loads as it is into the plain student for
+deployment, and resuming reloads the frozen teacher from its own checkpoint
+in ``init_weights`` exactly as the first start did. DDP has nothing to do
+for it: its parameters need no gradient and no synchronisation, so there is
+no unused-parameter error. A teacher without a checkpoint (tests, tiny runs)
+is initialised by its own ``init_weights`` from the seed, the same on every
+rank and in a resumed process.
+
+Checkpoints of the other convention (a GLAD classifier of an earlier
+version kept ``teacher.*`` and ``teacher_head.*`` in its state dict) still
+load: a ``load_state_dict`` pre-hook moves those keys into the held teacher
+(or drops them when the model has none), with a logged note.
+"""
+import copy
+import os.path as osp
+from collections import OrderedDict
+
+import torch.nn as nn
+from mmengine.config import Config
+from mmengine.logging import MMLogger
+from mmengine.registry import DefaultScope
+from mmengine.utils import get_installed_path
+
+from ...registry import MODELS
+from ..utils.checkpoint import _read_state_dict, load_with_report
+
+__all__ = ['build_teacher', 'load_teacher_weights', 'freeze', 'TeacherMixin']
+
+#: keys of the ``dict(config=...)`` form of a teacher
+_CONFIG_FORM_KEYS = ('config', 'checkpoint', 'init_cfg')
+
+
+def freeze(module):
+    """Gradients off and eval mode, in place.
+
+    Args:
+        module (nn.Module): the teacher.
+
+    Returns:
+        nn.Module: ``module``.
+    """
+    for p in module.parameters():
+        p.requires_grad_(False)
+    module.eval()  # some backbones' train() returns None
+    return module
+
+
+def _is_pretrained(init_cfg):
+    return isinstance(init_cfg, dict) and (
+        init_cfg.get('type') == 'Pretrained') and bool(
+            init_cfg.get('checkpoint'))
+
+
+def _model_config(config):
+    """The ``model`` of a config file as a plain dict, without what belongs
+    to the student's training: its own ``init_cfg`` (and its backbone's)
+    and its ``train_cfg`` (Mixup/CutMix).
+
+    Args:
+        config (str | dict): a config path, ``'mmpretrain::deit/...py'``
+            (the file in the package's ``.mim/configs``), or a model dict.
+
+    Returns:
+        dict: the model config.
+    """
+    if isinstance(config, str):
+        path = config
+        if '::' in config:
+            package, rel_path = config.split('::', 1)
+            path = osp.join(get_installed_path(package), '.mim', 'configs',
+                            rel_path)
+        config = Config.fromfile(path).model
+    if not isinstance(config, dict):
+        raise ValueError('teacher.config must be a config file or a model '
+                         f'dict, got {config!r}')
+    config = copy.deepcopy(dict(config))
+    config.pop('init_cfg', None)
+    if isinstance(config.get('backbone'), dict):
+        config['backbone'] = dict(config['backbone'])
+        config['backbone'].pop('init_cfg', None)
+    config.pop('train_cfg', None)
+    return config
+
+
+def build_teacher(cfg):
+    """Build a frozen teacher without loading its weights.
+
+    Args:
+        cfg (dict | nn.Module): one of
+
+            * ``dict(config=..., checkpoint=...)``: ``config`` a config file
+              (``'mmpretrain::deit/deit-small_4xb256_in1k.py'`` or a path)
+              or a model dict, built in the ``mmpretrain`` scope (its own
+              ``init_cfg`` and ``train_cfg`` are dropped); the weights are
+              ``checkpoint``, or ``init_cfg=dict(type='Pretrained',
+              checkpoint=..., prefix=...)``;
+            * a model dict with a ``type`` (e.g. an mmpretrain
+              ``VisionTransformer``); a ``Pretrained`` ``init_cfg`` names
+              its weights, another ``init_cfg`` is its random init;
+            * a module, used as it is.
+
+    Returns:
+        nn.Module: the teacher in eval mode, gradients off. Its ``init_cfg``
+        is ``dict(type='Pretrained', checkpoint=..., prefix=...)`` when it
+        has weights to load (:func:`load_teacher_weights`).
+
+    Raises:
+        ValueError: ``cfg`` is none of the above, or has unknown keys.
+    """
+    if isinstance(cfg, nn.Module):
+        return freeze(cfg)
+    if not isinstance(cfg, dict) or not ('config' in cfg or 'type' in cfg):
+        raise ValueError('teacher must be dict(config=..., checkpoint=...), '
+                         f'a model dict with a type, or a module; got {cfg!r}')
+    cfg = copy.deepcopy(dict(cfg))
+    if 'config' in cfg:
+        unknown = sorted(set(cfg) - set(_CONFIG_FORM_KEYS))
+        if unknown:
+            raise ValueError(f'unknown teacher keys {unknown}; with config= '
+                             f'the keys are {_CONFIG_FORM_KEYS}')
+        init_cfg = dict(cfg.get('init_cfg') or {})
+        checkpoint = cfg.get('checkpoint') or init_cfg.get('checkpoint')
+        with DefaultScope.overwrite_default_scope('mmpretrain'):
+            model = MODELS.build(_model_config(cfg['config']))
+        model.init_cfg = dict(init_cfg, type='Pretrained',
+                              checkpoint=checkpoint) if checkpoint else None
+    else:
+        init_cfg = cfg.get('init_cfg')
+        if _is_pretrained(init_cfg):
+            cfg.pop('init_cfg')
+        model = MODELS.build(cfg)
+        if _is_pretrained(init_cfg):
+            model.init_cfg = dict(init_cfg)
+    return freeze(model)
+
+
+def load_teacher_weights(teacher, converter=None, logger=None):
+    """Give a teacher built by :func:`build_teacher` its weights.
+
+    With a ``Pretrained`` ``init_cfg`` the checkpoint is read (the keys
+    under its ``prefix`` when it has one and the checkpoint uses it),
+    passed through ``converter`` and loaded with a report; without one the
+    teacher's own ``init_weights()`` runs once (a random teacher: tests and
+    tiny runs). The teacher is frozen again either way.
+
+    Args:
+        teacher (nn.Module): the teacher.
+        converter (callable, optional): ``state_dict -> state_dict`` into
+            the teacher's names (e.g. ``deit_state_dict`` for an official
+            DeiT checkpoint).
+        logger (MMLogger, optional): where the report goes.
+
+    Returns:
+        dict | None: the report of :func:`load_with_report`, or None when
+        nothing was loaded.
+    """
+    init_cfg = getattr(teacher, 'init_cfg', None)
+    report = None
+    if _is_pretrained(init_cfg):
+        state_dict = _read_state_dict(init_cfg['checkpoint'])
+        prefix = init_cfg.get('prefix')
+        if prefix and any(k.startswith(prefix) for k in state_dict):
+            state_dict = OrderedDict((k[len(prefix):], v)
+                                     for k, v in state_dict.items()
+                                     if k.startswith(prefix))
+        if converter is not None:
+            state_dict = converter(state_dict)
+        report = load_with_report(teacher, state_dict, logger=logger)
+    elif hasattr(teacher, 'init_weights') and \
+            not getattr(teacher, 'is_init', False):
+        teacher.init_weights()
+    freeze(teacher)
+    return report
+
+
+def _migrate_teacher_keys(module, state_dict, prefix, *args):
+    """``load_state_dict`` pre-hook of a :class:`TeacherMixin` model: move
+    the ``teacher.*`` (``teacher_head.*`` ...) keys of a checkpoint that
+    kept its teacher inside into the held teacher, or drop them when the
+    model has none; drop training-only modules the model lacks
+    (``distill_only``), e.g. to deploy into the plain student."""
+    logger = MMLogger.get_current_instance()
+    what = type(module).__name__
+    for name in module.teacher_names:
+        start = f'{prefix}{name}.'
+        keys = [k for k in state_dict if k.startswith(start)]
+        if not keys:
+            continue
+        weights = OrderedDict((k[len(start):], state_dict.pop(k))
+                              for k in keys)
+        teacher = module.get_teacher(name)
+        if teacher is None:
+            logger.warning(f'{what}: dropped the {len(keys)} `{name}.*` '
+                           f'keys of the checkpoint (this model has no '
+                           f'{name})')
+        else:
+            logger.warning(f'{what}: the checkpoint keeps its {name} in '
+                           f'the state dict (an earlier convention); its '
+                           f'{len(keys)} tensors go to the frozen {name}, '
+                           f'which is held outside the state dict')
+            load_with_report(teacher, weights, logger=logger, min_share=0)
+    for name in module.distill_only:
+        start = f'{prefix}{name}.'
+        keys = [k for k in state_dict if k.startswith(start)]
+        if keys and getattr(module, name, None) is None:
+            for k in keys:
+                state_dict.pop(k)
+            logger.warning(f'{what}: dropped the {len(keys)} `{name}.*` '
+                           f'keys of the checkpoint (training only; this '
+                           f'model has no {name})')
+
+
+class TeacherMixin:
+    """Frozen teachers for a classifier, held outside its module tree.
+
+    Mix in before the classifier (``class C(TeacherMixin, ImageClassifier)``)
+    and call :meth:`add_teacher` in ``__init__``. The mixin loads the
+    teachers' weights after the classifier's own ``init_weights``, keeps
+    them in eval mode under ``train()``, moves them with the model and
+    migrates checkpoints that hold them (see the module docstring).
+
+    Attributes:
+        teacher_names (tuple[str]): the names a teacher may have; their
+            keys in an old checkpoint are moved into the teacher.
+        distill_only (tuple[str]): attributes holding trainable,
+            training-only modules (e.g. GLAD's ``teacher_glads``); their
+            keys are dropped from a checkpoint when the attribute is None.
+        teacher_load_reports (dict): per teacher, the report of its last
+            load (None for a random teacher), after ``init_weights``.
+    """
+
+    teacher_names = ('teacher', )
+    distill_only = ()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # plain dicts: nn.Module registers modules only, not dicts of them
+        self._teachers = {}
+        self._teacher_converters = {}
+        self.teacher_load_reports = {}
+        self._register_load_state_dict_pre_hook(
+            _migrate_teacher_keys, with_module=True)
+
+    def add_teacher(self, name, cfg, checkpoint=None, converter=None):
+        """Build a frozen teacher (no weights read) and hold it.
+
+        Args:
+            name (str): one of :attr:`teacher_names`.
+            cfg (dict | nn.Module): see :func:`build_teacher`.
+            checkpoint (str, optional): its weights, overriding the
+                config's.
+            converter (callable, optional): see
+                :func:`load_teacher_weights`.
+
+        Returns:
+            nn.Module: the teacher.
+        """
+        if name not in self.teacher_names:
+            raise ValueError(f'teacher name must be one of '
+                             f'{self.teacher_names}, got {name!r}')
+        teacher = build_teacher(cfg)
+        if checkpoint:
+            teacher.init_cfg = dict(type='Pretrained', checkpoint=checkpoint)
+        self._teachers[name] = teacher
+        self._teacher_converters[name] = converter
+        return teacher
+
+    def get_teacher(self, name='teacher'):
+        """The frozen teacher called ``name``, or None."""
+        return self.__dict__.get('_teachers', {}).get(name)
+
+    @property
+    def teacher(self):
+        """The frozen teacher, or None."""
+        return self.get_teacher('teacher')
+
+    def init_weights(self):
+        """The classifier's ``init_weights``, then the teachers' weights
+        (in the order they were added)."""
+        super().init_weights()
+        for name, teacher in self._teachers.items():
+            self.teacher_load_reports[name] = load_teacher_weights(
+                teacher, self._teacher_converters[name])
+
+    def train(self, mode=True):
+        """Set the train mode everywhere but in the frozen teachers."""
+        super().train(mode)
+        for teacher in self.__dict__.get('_teachers', {}).values():
+            teacher.eval()
+        return self
+
+    def _apply(self, fn, recurse=True):
+        """Apply ``fn`` (``.to()``, ``.cuda()``, ``.half()`` ...) to the
+        model and to its teachers."""
+        super()._apply(fn, recurse)
+        for teacher in self.__dict__.get('_teachers', {}).values():
+            teacher._apply(fn, recurse)
+        return self
