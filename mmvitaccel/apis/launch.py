@@ -6,9 +6,11 @@ do with their command line, so that one pair of tools serves all four.
 import os
 import os.path as osp
 
-from mmengine.config import Config, DictAction
+from mmengine.config import DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
+
+from ..models.utils.config import load_config_file
 
 
 def add_common_args(parser):
@@ -46,28 +48,6 @@ def set_local_rank(args):
     """
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
-
-
-def load_config_file(config, cfg_options=None):
-    """Load a config file, also given as ``toolbox::relative/path.py``.
-
-    Args:
-        config (str): a path, or ``mmdet::swin/...py`` style (the file in the
-            package's ``.mim/configs``).
-        cfg_options (dict, optional): overrides merged into the config.
-
-    Returns:
-        Config: the config.
-    """
-    if '::' in config:
-        from mmengine.utils import get_installed_path
-        package, rel_path = config.split('::', 1)
-        config = osp.join(get_installed_path(package), '.mim', 'configs',
-                          rel_path)
-    cfg = Config.fromfile(config)
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
-    return cfg
 
 
 def load_config(args):

@@ -9,6 +9,7 @@ from ...registry import MODELS
 from ..backbones.token_pruned_vit import (TokenPrunedVisionTransformer,
                                           tokens_and_last_attention)
 from ..distill import TeacherMixin, check_temperature, kl_divergence
+from ..utils.vit import format_vit_output
 
 #: settings of :meth:`TokenPrunedVisionTransformer.set_pruning` accepted in
 #: ``test_cfg``
@@ -142,7 +143,7 @@ class TokenPrunedClassifier(TeacherMixin, ImageClassifier):
             tokens, attn, hw = tokens_and_last_attention(
                 teacher.backbone, inputs)
             # the teacher's own readout (class token, averaged patches, ...)
-            feats = (teacher.backbone._format_output(tokens, hw), )
+            feats = (format_vit_output(teacher.backbone, tokens, hw), )
             if teacher.with_neck:
                 feats = teacher.neck(feats)
             logits = teacher.head(feats)

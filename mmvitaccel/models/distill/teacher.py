@@ -36,17 +36,15 @@ load: a ``load_state_dict`` pre-hook moves those keys into the held teacher
 (or drops them when the model has none), with a logged note.
 """
 import copy
-import os.path as osp
 from collections import OrderedDict
 
 import torch.nn as nn
-from mmengine.config import Config
 from mmengine.logging import MMLogger
 from mmengine.registry import DefaultScope
-from mmengine.utils import get_installed_path
 
 from ...registry import MODELS
-from ..utils.checkpoint import _read_state_dict, load_with_report
+from ..utils.checkpoint import load_with_report, read_state_dict
+from ..utils.config import load_config_file
 
 __all__ = ['build_teacher', 'load_teacher_weights', 'freeze', 'TeacherMixin']
 
@@ -88,12 +86,7 @@ def _model_config(config):
         dict: the model config.
     """
     if isinstance(config, str):
-        path = config
-        if '::' in config:
-            package, rel_path = config.split('::', 1)
-            path = osp.join(get_installed_path(package), '.mim', 'configs',
-                            rel_path)
-        config = Config.fromfile(path).model
+        config = load_config_file(config).model
     if not isinstance(config, dict):
         raise ValueError('teacher.config must be a config file or a model '
                          f'dict, got {config!r}')
@@ -181,7 +174,7 @@ def load_teacher_weights(teacher, converter=None, logger=None):
     init_cfg = getattr(teacher, 'init_cfg', None)
     report = None
     if _is_pretrained(init_cfg):
-        state_dict = _read_state_dict(init_cfg['checkpoint'])
+        state_dict = read_state_dict(init_cfg['checkpoint'])
         prefix = init_cfg.get('prefix')
         if prefix and any(k.startswith(prefix) for k in state_dict):
             state_dict = OrderedDict((k[len(prefix):], v)

@@ -46,7 +46,7 @@ def _strip(state_dict, prefix):
     return state_dict
 
 
-def _read_state_dict(checkpoint):
+def read_state_dict(checkpoint):
     """The flat state dict of a checkpoint path or loaded checkpoint
     (``state_dict``/``model`` wrappers and a ``module.`` prefix removed)."""
     if isinstance(checkpoint, str):
@@ -79,7 +79,7 @@ def swin_state_dict(checkpoint):
     Returns:
         OrderedDict: ``{name: tensor}`` without any ``backbone.`` prefix.
     """
-    state_dict = _read_state_dict(checkpoint)
+    state_dict = read_state_dict(checkpoint)
     if 'patch_embed.proj.weight' in state_dict:  # official layout
         state_dict = swin_converter(state_dict)
     return _backbone_only(state_dict)
@@ -96,7 +96,7 @@ def video_swin_state_dict(checkpoint):
     Returns:
         OrderedDict: ``{name: tensor}`` without any ``backbone.`` prefix.
     """
-    return _backbone_only(_read_state_dict(checkpoint))
+    return _backbone_only(read_state_dict(checkpoint))
 
 
 def inflate_2d_swin(model, checkpoint, logger):
@@ -224,7 +224,7 @@ def deit_state_dict(checkpoint):
     Returns:
         OrderedDict: ``{name: tensor}`` without any ``backbone.`` prefix.
     """
-    state_dict = _read_state_dict(checkpoint)
+    state_dict = read_state_dict(checkpoint)
     if 'patch_embed.proj.weight' in state_dict:  # official layout
         state_dict = deit_converter(state_dict)
     state_dict = _backbone_only(state_dict)

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from mmdet.models.backbones.pvt import pvt_convert
 
 from ...ops import split_qkv_weights
-from .checkpoint import _backbone_only, _read_state_dict
+from .checkpoint import _backbone_only, read_state_dict
 
 __all__ = ['pvtv2_state_dict', 'hallucinated_state_dict']
 
@@ -35,7 +35,7 @@ def pvtv2_state_dict(checkpoint):
     Returns:
         OrderedDict: ``{name: tensor}``, no ``backbone.`` prefix.
     """
-    state_dict = _read_state_dict(checkpoint)
+    state_dict = read_state_dict(checkpoint)
     if any(k.startswith(('block1.', 'patch_embed1.')) for k in state_dict):
         state_dict = pvt_convert(state_dict)  # official layout
     return _backbone_only(state_dict)
