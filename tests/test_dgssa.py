@@ -124,6 +124,50 @@ def test_gradients_reach_static_logits_and_glad():
          for n, p in g.named_parameters()])
 
 
+def test_convert_checkpoint_tool_converts_as_init_cfg_does(
+        tmp_path, monkeypatch, capsys):
+    """tools/model_converters/convert_checkpoint.py goes through the
+    backbone's own loading (load_pretrained): a DeiT checkpoint becomes
+    DGSSA's V rows and static logits, exactly as init_cfg=Pretrained gives,
+    where reading the host layout alone would leave qkv unused."""
+    import importlib.util
+    import os.path as osp
+    import sys
+    repo = osp.dirname(osp.dirname(osp.abspath(__file__)))
+    vit = _upstream_vit()
+    src = tmp_path / 'deit.pth'
+    torch.save(dict(state_dict={f'backbone.{k}': v
+                                for k, v in vit.state_dict().items()}), src)
+    backbone = dict(arch=TINY, img_size=64, patch_size=16,
+                    static_init='local', glad_tokens=(13, 9, 5))
+    config = tmp_path / 'tiny_dgssa.py'
+    config.write_text(
+        'default_scope = "mmpretrain"\n'
+        'custom_imports = dict(imports=["mmvitaccel"])\n'
+        'model = dict(type="ImageClassifier", backbone=dict('
+        f'type="mmvitaccel.DGSSAVisionTransformer", **{backbone!r}))\n')
+    spec = importlib.util.spec_from_file_location(
+        'convert_checkpoint',
+        osp.join(repo, 'tools', 'model_converters', 'convert_checkpoint.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    monkeypatch.setattr(sys, 'argv', [
+        'convert_checkpoint.py', str(config), str(src),
+        str(tmp_path / 'out.pth')])
+    tool.main()
+    out = capsys.readouterr().out
+    assert 'missing: 0' in out and 'unused: 0' in out, out
+    assert 'Q and K rows dropped' in out
+    converted = torch.load(tmp_path / 'out.pth')['state_dict']
+    direct = DGSSAVisionTransformer(
+        **backbone, init_cfg=dict(type='Pretrained', checkpoint=str(src)))
+    direct.init_weights()
+    for key, value in direct.state_dict().items():
+        if key.startswith('glads.'):
+            continue  # new parameters: random init
+        assert torch.equal(converted[f'backbone.{key}'], value), key
+
+
 def test_loads_deit_checkpoint_with_report(tmp_path):
     vit = _upstream_vit()
     state = {f'backbone.{k}': v for k, v in vit.state_dict().items()}

@@ -3,9 +3,11 @@
 Reads a checkpoint of the backbone's host model (Swin: official microsoft,
 mmdet/mmseg or mmpretrain layouts; DeiT: official facebookresearch/timm or
 mmpretrain layouts), maps it onto the backbone of CONFIG (e.g.
-STViT-R-Swin-S, STViT-DeiT-S) with the backbone's own
-``host_state_dict``, prints which keys are new, missing, unused or
-mismatched, and saves the backbone's state dict with a ``backbone.`` prefix, ready for ``load_from`` or
+STViT-R-Swin-S, STViT-DeiT-S, DGSSA-DeiT-S) through the same path as
+``init_cfg=dict(type='Pretrained')`` (the backbone's ``load_pretrained``:
+its converter, then what the method makes of the host's weights, e.g.
+DGSSA's static logits from the host's Q/K), prints which keys are new,
+missing, unused or mismatched (and the conversions), and saves the backbone's state dict with a ``backbone.`` prefix, ready for ``load_from`` or
 ``init_cfg=dict(type='Pretrained', checkpoint=..., prefix='backbone.')``.
 
     python tools/model_converters/convert_checkpoint.py CONFIG SRC DST
@@ -16,7 +18,7 @@ import torch
 from mmengine.registry import MODELS, DefaultScope, init_default_scope
 
 import mmvitaccel  # noqa: F401
-from mmvitaccel.models.utils import load_with_report
+from mmvitaccel.models.utils import PretrainedMixin
 from mmvitaccel.apis.launch import load_config_file
 
 
@@ -37,10 +39,15 @@ def main():
     init_default_scope(scope)
     with DefaultScope.overwrite_default_scope(scope):
         backbone = MODELS.build(backbone_cfg)
-    report = load_with_report(backbone, backbone.host_state_dict(args.src),
-                              getattr(backbone, 'new_parameter_prefixes', ()))
+    if not isinstance(backbone, PretrainedMixin):
+        raise SystemExit(f'{type(backbone).__name__} reads no host '
+                         'checkpoint: model.backbone of the config must be '
+                         'an mmvitaccel backbone')
+    report = backbone.load_pretrained(args.src)
     for kind in ('new', 'missing', 'unused', 'mismatched'):
         print(f'{kind:>10}: {len(report[kind])}')
+    for note in report.get('dropped', ()):
+        print(f'   dropped: {note}')
     state = {f'backbone.{k}': v for k, v in backbone.state_dict().items()}
     torch.save(dict(state_dict=state, meta=dict(converted_from=args.src)),
                args.dst)
