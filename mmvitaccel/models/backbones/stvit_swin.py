@@ -18,8 +18,6 @@ backbone STViT and STViT-R share (:class:`SemanticSwinTransformer`: the
 Swin configuration and the checkpoint loading) and STViT's own
 (:class:`STViTSwinTransformer`).
 """
-import torch.nn as nn
-from mmengine.model import ModuleList
 
 from ...ops import check_pooling
 from ...registry import MODELS
@@ -27,6 +25,7 @@ from ..layers import CrossAttentionSwinBlock
 from ..layers.semantic_swin_stage import (SemanticGlobalBlockSequence,
                                           SemanticSwinBlockSequence,
                                           STViTSwinBlockSequence,
+                                          build_semantic_stages,
                                           check_semantic_windows,
                                           check_stgm_fits, resolve_stgm_index)
 from ..utils import (PretrainedMixin, SwinBase, check_in_channels,
@@ -194,29 +193,19 @@ class STViTSwinTransformer(SemanticSwinTransformer):
                         semantic_stage)
         self.out_type = out_type
         window = self.swin_cfg['window_size']
-        for i in range(semantic_stage, len(self.stages)):
-            stage = self.stages[i]
-            dims = self.num_features[i]
-            expand = None if stage.downsample is None else nn.Linear(
-                dims, 2 * dims)
-            blocks = ModuleList([
-                old if i == semantic_stage and j < stgm_index else
-                self.cross_attention_block(i, old)
-                for j, old in enumerate(stage.blocks)
-            ])
-            if i == semantic_stage:
-                self.stages[i] = STViTSwinBlockSequence(
-                    blocks=blocks,
-                    expand=expand,
-                    stgm_index=stgm_index,
-                    window_size=window,
-                    semantic_window=semantic_window,
-                    key_windows=key_windows,
-                    pooling=pooling,
-                    embed_dims=dims,
-                    global_centres=global_centres)
-            else:
-                self.stages[i] = SemanticGlobalBlockSequence(blocks, expand)
+        build_semantic_stages(
+            self.stages, semantic_stage, stgm_index, self.num_features,
+            self.cross_attention_block,
+            lambda stage, blocks, expand: STViTSwinBlockSequence(
+                blocks=blocks,
+                expand=expand,
+                stgm_index=stgm_index,
+                window_size=window,
+                semantic_window=semantic_window,
+                key_windows=key_windows,
+                pooling=pooling,
+                embed_dims=self.num_features[semantic_stage],
+                global_centres=global_centres))
 
     def _output(self, i, out, hw_shape, valid):
         """Normalised output of stage ``i``: ``(B, C)`` or NCHW."""

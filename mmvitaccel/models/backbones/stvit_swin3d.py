@@ -12,19 +12,18 @@ becomes a channel-doubling linear layer. mmaction2's Video Swin names are
 kept, so its checkpoints load.
 """
 import numpy as np
-import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmaction.models.backbones.swin import (SwinTransformer3D,
                                             SwinTransformerBlock3D,
                                             compute_mask, get_window_size)
 from mmengine.logging import MMLogger
-from mmengine.model import BaseModule, ModuleList
+from mmengine.model import BaseModule
 
 from ...ops import check_pooling, pad_to_multiple, window_reverse
 from ...registry import MODELS
 from ..layers import cross_attention, project_key_values
-from ..layers.semantic_swin_stage import (SemanticGlobalBlockSequence,
-                                          SemanticSwinBlockSequence,
+from ..layers.semantic_swin_stage import (SemanticSwinBlockSequence,
+                                          build_semantic_stages,
                                           check_semantic_windows,
                                           check_stgm_fits, resolve_stgm_index)
 from ..utils import (PretrainedMixin, check_in_channels, inflate_2d_swin,
@@ -234,31 +233,22 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
         check_stgm_fits(stgm_index, self.depths[semantic_stage],
                         semantic_stage)
         self.semantic_stage = semantic_stage
-        for i in range(semantic_stage, self.num_layers):
-            layer = self.layers[i]
-            dims = layer.embed_dims
-            expand = None if layer.downsample is None else nn.Linear(
-                dims, 2 * dims)
-            blocks = ModuleList([
-                old if i == semantic_stage and j < stgm_index else
-                self._cross_attention_block(old)
-                for j, old in enumerate(layer.blocks)
-            ])
-            if i == semantic_stage:
-                self.layers[i] = STViTSwinBlockSequence3D(
-                    blocks=blocks,
-                    expand=expand,
-                    stgm_index=stgm_index,
-                    window_size_3d=layer.window_size,
-                    shift_size=layer.shift_size,
-                    window_size=window,
-                    semantic_window=semantic_window,
-                    key_windows=key_windows,
-                    pooling=pooling,
-                    embed_dims=dims,
-                    global_centres=global_centres)
-            else:
-                self.layers[i] = SemanticGlobalBlockSequence(blocks, expand)
+        build_semantic_stages(
+            self.layers, semantic_stage, stgm_index,
+            [layer.embed_dims for layer in self.layers],
+            lambda i, old: self._cross_attention_block(old),
+            lambda layer, blocks, expand: STViTSwinBlockSequence3D(
+                blocks=blocks,
+                expand=expand,
+                stgm_index=stgm_index,
+                window_size_3d=layer.window_size,
+                shift_size=layer.shift_size,
+                window_size=window,
+                semantic_window=semantic_window,
+                key_windows=key_windows,
+                pooling=pooling,
+                embed_dims=layer.embed_dims,
+                global_centres=global_centres))
 
     @staticmethod
     def _cross_attention_block(old):

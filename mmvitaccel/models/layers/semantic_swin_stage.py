@@ -335,3 +335,41 @@ class SemanticGlobalBlockSequence(BaseModule):
             x = SemanticSwinBlockSequence.attend_global(block, x, valid)
         x_down = x if self.expand is None else self.expand(x)
         return x_down, grid_shape, x, grid_shape, valid
+
+
+def build_semantic_stages(stages, semantic_stage, stgm_index, dims,
+                          cross_block, semantic_sequence):
+    """Turn a Swin's stages from ``semantic_stage`` on into STViT's, in
+    place (2-D and video Swin alike).
+
+    Stage ``semantic_stage`` keeps its first ``stgm_index`` blocks (window
+    attention on the patch tokens) and makes the rest cross-attention
+    blocks; later stages are all cross-attention blocks on the semantic
+    tokens (:class:`SemanticGlobalBlockSequence`). A stage that had a patch
+    merging gets ``Linear(C, 2C)`` in its place (semantic tokens are not
+    on a grid that could be merged). Modules are created in the order
+    expand, blocks, stage, so that seeded initialisation is reproducible.
+
+    Args:
+        stages (ModuleList): the host's stages (each with ``blocks`` and
+            ``downsample``), replaced in place.
+        semantic_stage (int): the first stage with semantic tokens.
+        stgm_index (int): the block of ``semantic_stage`` that is STGM-1.
+        dims (Sequence[int]): the channels of each stage.
+        cross_block (Callable[[int, nn.Module], nn.Module]): stage index
+            and upstream block -> the cross-attention block that replaces
+            it.
+        semantic_sequence (Callable): ``(stage, blocks, expand)`` -> the
+            semantic stage module (e.g. :class:`STViTSwinBlockSequence`).
+    """
+    for i in range(semantic_stage, len(stages)):
+        stage = stages[i]
+        expand = None if stage.downsample is None else nn.Linear(
+            dims[i], 2 * dims[i])
+        blocks = ModuleList([
+            old if i == semantic_stage and j < stgm_index else
+            cross_block(i, old) for j, old in enumerate(stage.blocks)
+        ])
+        stages[i] = semantic_sequence(stage, blocks, expand) \
+            if i == semantic_stage else \
+            SemanticGlobalBlockSequence(blocks, expand)
