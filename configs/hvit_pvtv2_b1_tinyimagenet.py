@@ -7,8 +7,9 @@
 #
 # hMHSA goes where PVTv2-b1's head count can be halved (stages 2 and 4, with
 # 2 and 8 heads; stages 1 and 3 have 1 and 5 heads); cFFN in every stage,
-# t = 0.5, r = 2 (NOTES.md). `model.backbone.hmhsa=False` or `cffn=False`
-# gives the "cFFN only" / "hMHSA only" variants; both False is upstream
+# t = 0.5, r = 2 (our defaults: docs/hmhsa_cffn_design.md#defaults).
+# `model.backbone.hmhsa=False` or `cffn=False` gives the "cFFN only" /
+# "hMHSA only" variants; both False is upstream
 # PVTv2-b1. `model.backbone.deploy=True` builds the folded (inference) form
 # that tools/reparameterize.py writes.
 #

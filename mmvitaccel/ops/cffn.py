@@ -4,10 +4,12 @@ Paper: *Vision Transformer with Attention Map Hallucination and FFN
 Compaction*. A vanilla FFN is ``FFN(X) = Act(X M1) M2`` with
 ``M1: C x mC`` and ``M2: mC x C``. cFFN keeps ``M1`` and the activation
 and factors ``M2 = U V`` with ``U: mC x k``, ``V: k x C`` and
-``k = t m C / (m + 1)`` (``t`` the compact ratio, NOTES.md default 0.5):
+``k = t m C / (m + 1)`` (``t`` the compact ratio, default 0.5,
+``docs/hmhsa_cffn_design.md#cffn``):
 
 * training form: each factor is a sum of ``r`` branches of
-  (1x1 conv + BatchNorm) (NOTES.md default ``r = 2``);
+  (1x1 conv + BatchNorm) (default ``r = 2``, our choice:
+  ``docs/hmhsa_cffn_design.md#defaults``);
 * deploy form (:meth:`RepLinear.switch_to_deploy`): the branches are folded
   into one linear layer with a bias, the same function in eval mode.
 

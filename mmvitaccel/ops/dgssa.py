@@ -7,7 +7,8 @@ learned **static** per-head matrix shared by all images:
 
     out = Proj(A_static . V)                      (DGSSA, FLOPs m^2 d + 2 m d^2)
 
-Reconstruction adopted (``NOTES.md``): the module keeps static *logits*
+Reconstruction adopted (``docs/dgssa_glad_design.md#dgssa``): the module
+keeps static *logits*
 ``S`` ``(h, N, N)`` and computes ``A_static = softmax(S + mask)``, so that
 Swin's shift masks and padding masks still apply; ``S`` is initialised as
 ``log(mean attention)`` of the replaced dynamic layer over training images

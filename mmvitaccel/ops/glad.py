@@ -1,7 +1,9 @@
 """GLAD: global aggregation pyramid, its FLOPs model and its search.
 
 Paper: *Accelerating Vision Transformers Based on Heterogeneous Attention
-Patterns* (no public code; reconstruction in ``NOTES.md``).
+Patterns* (no public code; reconstruction in
+``docs/dgssa_glad_design.md#glad``, ``#flops`` and
+``#accuracy-metric-and-search``).
 
 * GLAD aggregates ``N`` tokens into ``M < N`` by a learned global linear
   map over the token axis, then LayerNorm, GELU and a new position

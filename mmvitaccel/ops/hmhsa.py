@@ -2,7 +2,8 @@
 
 Paper: *Vision Transformer with Attention Map Hallucination and FFN
 Compaction* (no public code; the equations we adopt are in
-``docs``/``NOTES.md``). With ``h`` heads of ``d = C / h`` channels:
+``docs/hmhsa_cffn_design.md#hmhsa``). With ``h`` heads of ``d = C / h``
+channels:
 
 1. ``Q^, K^`` are projected to ``C / 2`` only, giving ``h / 2`` *real*
    pre-softmax maps ``A_r = Q^ K^T * d ** -0.5`` ``(B, h/2, N_q, N_k)``;

@@ -3,8 +3,9 @@ the batched execution of variable keep counts.
 
 Papers: Li et al., *SaiT: Sparse Vision Transformers through Adaptive Token
 Pruning* (2022); Liu et al., *Adaptive Sparse ViT: Towards Learnable Adaptive
-Token Pruning by Fully Exploiting Self-Attention* (IJCAI 2023). The lost
-equations are filled from ``shared/papers/NOTES.md``.
+Token Pruning by Fully Exploiting Self-Attention* (IJCAI 2023). The
+equations the papers' text lost are restated in
+``docs/token_pruning_design.md#8-equations-we-adopt``.
 
 Conventions. The token sequence is ``[cls; x_1 .. x_N]``: one class token
 (index 0) followed by ``N`` patch tokens. Attention probabilities are

@@ -1,7 +1,8 @@
 """DGSSA-Swin: static window attention in the first ``P`` Swin blocks.
 
 Paper: *Accelerating Vision Transformers Based on Heterogeneous Attention
-Patterns* (no public code; reconstruction in ``NOTES.md``). Swin already
+Patterns* (no public code; reconstruction in
+``docs/dgssa_glad_design.md#dgssa``). Swin already
 has a token pyramid, so only DGSSA is applied: the first ``P`` blocks
 (6/12/12 for Swin-T/S/B, counted over all stages in order) replace
 ``softmax(Q K^T / sqrt(d_h) + B + mask)`` by ``softmax(S + mask)``, one

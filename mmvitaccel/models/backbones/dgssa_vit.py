@@ -1,7 +1,8 @@
 """Integrated-DeiT: DGSSA in the early layers, GLAD token pyramid after.
 
 Paper: *Accelerating Vision Transformers Based on Heterogeneous Attention
-Patterns* (no public code; reconstruction in ``NOTES.md``). The paper's
+Patterns* (no public code; reconstruction in
+``docs/dgssa_glad_design.md#placement``). The paper's
 Integrated-DeiT-S: DGSSA (static attention) in layers 1-2 (0-based; layer 0
 stays dynamic), GLAD at layers 3, 5 and 7 taking 197 -> 127 -> 77 -> 35
 tokens, FLOPs ratio about 0.5.

@@ -34,8 +34,10 @@ class HViTDeiT(HViTHostMixin, VisionTransformer):
         hmhsa (bool | Sequence[int]): hMHSA in all layers, none, or these
             0-based layers.
         cffn (bool | Sequence[int]): cFFN in all layers, none, or these.
-        cffn_ratio (float): Compact ratio ``t`` (NOTES.md: 0.5).
-        cffn_branches (int): ``r`` branches while training (NOTES.md: 2).
+        cffn_ratio (float): Compact ratio ``t`` (default 0.5,
+            ``docs/hmhsa_cffn_design.md#defaults``).
+        cffn_branches (int): ``r`` branches while training (default 2,
+            ``docs/hmhsa_cffn_design.md#defaults``).
         deploy (bool): Build cFFN folded (to load a converted checkpoint).
         ihh_kernel (int): IHH filter side (3).
         **kwargs: Other ``VisionTransformer`` arguments (``img_size``,

@@ -77,8 +77,10 @@ class HViTSwinTransformer(HViTHostMixin, SwinTransformer):
         arch (str | dict): mmpretrain Swin arch (``'tiny'`` ...).
         hmhsa (bool | Sequence[int]): hMHSA stages (see above).
         cffn (bool | Sequence[int]): cFFN in all stages, none, or these.
-        cffn_ratio (float): Compact ratio ``t`` (NOTES.md: 0.5).
-        cffn_branches (int): ``r`` (NOTES.md: 2).
+        cffn_ratio (float): Compact ratio ``t`` (default 0.5,
+            ``docs/hmhsa_cffn_design.md#defaults``).
+        cffn_branches (int): ``r`` (default 2,
+            ``docs/hmhsa_cffn_design.md#defaults``).
         deploy (bool): Build cFFN folded.
         ihh_kernel (int): IHH filter side.
         **kwargs: Other ``SwinTransformer`` arguments. ``init_cfg=dict(
