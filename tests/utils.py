@@ -162,8 +162,8 @@ TINY_INTEGRATED_DEIT = {
     'model.teacher_head.in_channels': 64,
     'model.head.in_channels': 64,
 }
-# Swin with DGSSA in the first 3 blocks: a plain and a shifted block of
-# stage 1 and the first of stage 2
+# Swin with DGSSA in 3 blocks, 1-3 (block 0 stays dynamic): the shifted
+# block of stage 1 and both blocks of stage 2
 TINY_DGSSA_SWIN = {
     **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
     'model.backbone.arch': None,
