@@ -1,10 +1,10 @@
 """Integrated-DeiT: DGSSA in the early layers, GLAD token pyramid after.
 
 Paper: *Accelerating Vision Transformers Based on Heterogeneous Attention
-Patterns* (no public code; reconstruction in ``NOTES.md``). The paper's
-Integrated-DeiT-S: DGSSA (static attention) in layers 1-2 (0-based; layer 0
-stays dynamic), GLAD at layers 3, 5 and 7 taking 197 -> 127 -> 77 -> 35
-tokens, FLOPs ratio about 0.5.
+Patterns* (no public code; our reconstruction is in ``docs/dgssa_glad.md``).
+The paper's Integrated-DeiT-S: DGSSA (static attention) in layers 1-2
+(0-based; layer 0 stays dynamic), GLAD at layers 3, 5 and 7 taking
+197 -> 127 -> 77 -> 35 tokens, FLOPs ratio about 0.5.
 
 Class token (our choice, documented): token counts include it, and the
 GLADs aggregate the *patch* tokens only (196 -> 126 -> 76 -> 34) while the
