@@ -147,6 +147,19 @@ TINY_MODELS.update({
     'configs/hvit_deit_s_dogs_448.py': {
         **TINY_HVIT_DEIT, 'model.backbone.init_cfg': None, 'tiny.scale': 0.25,
     },
+    **{f'configs/hvit_swin_t_{task}.py': {
+        'model.backbone.arch': dict(_delete_=True, embed_dims=32,
+                                    depths=[1, 1, 2, 1],
+                                    num_heads=[2, 2, 4, 8]),
+        'model.backbone.init_cfg': None,
+        'model.head.in_channels': 256, 'tiny.scale': 0.25,
+    } for task in ('cifar100_384', 'dogs_448')},
+    **{f'configs/hvit_pvtv2_b1_{task}.py': {
+        'model.backbone.embed_dims': 16,
+        'model.backbone.num_layers': [1, 1, 1, 1],
+        'model.backbone.init_cfg': None,
+        'model.head.in_channels': 128, 'tiny.scale': 0.25,
+    } for task in ('cifar100_384', 'dogs_448')},
 })
 
 
