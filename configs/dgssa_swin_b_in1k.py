@@ -1,5 +1,6 @@
-# DGSSA-Swin-B ImageNet-1k: dgssa_swin_t_in1k.py on Swin-B, DGSSA in the
-# first P = 12 blocks, drop path 0.5 and head width 1024 as upstream.
+# DGSSA-Swin-B ImageNet-1k: dgssa_swin_t_in1k.py on Swin-B, DGSSA in
+# P = 12 blocks, blocks 1-12 (block 0 stays dynamic), drop path 0.5 and head
+# width 1024 as upstream.
 _base_ = './dgssa_swin_t_in1k.py'
 
 model = dict(

@@ -1,6 +1,7 @@
 # DGSSA-Swin-S Cascade Mask R-CNN 3x on COCO (the Swin paper's recipe, see
 # _base_/swin_s_cascade_mask_rcnn_3x_coco.py): static window attention in
-# the first 12 blocks of Swin-S; shift and padding masks apply per window.
+# 12 blocks of Swin-S, blocks 1-12 over all stages (the paper keeps the 0th
+# dynamic); shift and padding masks apply per window.
 # The backbone starts from a DGSSA-Swin-S checkpoint (an ImageNet-trained
 # dgssa_swin_s_in1k.py model, or the dynamic-guided init of
 # tools/dgssa_init.py); with a plain Swin-S checkpoint set
@@ -11,6 +12,7 @@ model = dict(
     backbone=dict(
         type='mmvitaccel.DGSSASwinTransformer',
         static_blocks=12,
+        static_start=1,
         static_init='dg',
         init_cfg=dict(
             type='Pretrained',

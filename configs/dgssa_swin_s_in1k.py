@@ -1,5 +1,6 @@
-# DGSSA-Swin-S ImageNet-1k: dgssa_swin_t_in1k.py on Swin-S, DGSSA in the
-# first P = 12 blocks, drop path 0.3 as the upstream Swin-S recipe.
+# DGSSA-Swin-S ImageNet-1k: dgssa_swin_t_in1k.py on Swin-S, DGSSA in
+# P = 12 blocks, blocks 1-12 (block 0 stays dynamic), drop path 0.3 as the
+# upstream Swin-S recipe.
 _base_ = './dgssa_swin_t_in1k.py'
 
 model = dict(

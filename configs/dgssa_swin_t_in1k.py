@@ -1,6 +1,9 @@
 # DGSSA-Swin-T ImageNet-1k: static window attention (one 7x7-window matrix
 # per head and block, shared by all windows, relative position bias folded
-# in, shift masks kept) in the first P = 6 blocks, the rest upstream Swin-T.
+# in, shift masks kept) in P = 6 blocks, the rest upstream Swin-T. The paper
+# leaves the 0th layer dynamic (sum_{l=1}^{P} gamma_l = P), so the static
+# blocks are 1-6 over all stages (stage 1 block 1, stage 2, stage 3 blocks
+# 0-2); static_start=0 gives blocks 0-5 instead.
 # Recipe: the upstream Swin-T recipe (AdamW lr 1e-3 at batch 1024, wd 0.05,
 # cosine, 300 epochs, drop path 0.2) with the paper's 5 warm-up epochs.
 # Write the dynamic-guided init first:
@@ -16,6 +19,7 @@ model = dict(
         type='mmvitaccel.DGSSASwinTransformer',
         arch='tiny',
         static_blocks=6,
+        static_start=1,
         static_init='dg',
         drop_path_rate=0.2,
         out_indices=(3, ),

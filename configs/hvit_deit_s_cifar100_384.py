@@ -16,7 +16,7 @@ _base_ = './hvit_deit_s_in1k.py'
 
 img_size = 384
 num_classes = 100
-pretrained = 'work_dirs/hvit_deit_s_in1k/epoch_300.pth'
+pretrained = 'work_dirs/hvit_deit_s_in1k/epoch_310.pth'
 model = dict(
     backbone=dict(
         img_size=img_size,
@@ -74,7 +74,9 @@ val_dataloader = dict(
         pipeline=test_pipeline))
 test_dataloader = val_dataloader
 
-# fine-tuning: AdamW 1e-4 at batch 512, 100 epochs, 5 warm-up epochs
+# fine-tuning: AdamW 1e-4 at batch 512, 100 epochs, 5 warm-up epochs, then
+# the paper's 10 extra epochs at the minimum LR (110 in all; the top-1 is
+# averaged over them by MinLRAverageHook, inherited from hvit_deit_s_in1k.py)
 optim_wrapper = dict(optimizer=dict(lr=1e-4, weight_decay=0.05))
 param_scheduler = [
     dict(
@@ -83,7 +85,13 @@ param_scheduler = [
         by_epoch=True,
         end=5,
         convert_to_iter_based=True),
-    dict(type='CosineAnnealingLR', eta_min=1e-6, by_epoch=True, begin=5)
+    dict(
+        type='CosineAnnealingLR',
+        eta_min=1e-6,
+        by_epoch=True,
+        begin=5,
+        end=101,  # eta_min from epoch 100 (0-based) on
+        T_max=95)
 ]
-train_cfg = dict(max_epochs=100)
+train_cfg = dict(max_epochs=110)
 auto_scale_lr = dict(base_batch_size=512)

@@ -372,6 +372,41 @@ def _ours_swin(swin=None, static_blocks=3, static_init='local', **kwargs):
     return ours
 
 
+def _static_names(model):
+    return [name for name, module in model.named_modules()
+            if isinstance(module, StaticShiftWindowMSA)]
+
+
+@pytest.mark.parametrize('arch,blocks', [
+    ('tiny', ['stages.0.blocks.1', 'stages.1.blocks.0', 'stages.1.blocks.1',
+              'stages.2.blocks.0', 'stages.2.blocks.1', 'stages.2.blocks.2']),
+    ('small', ['stages.0.blocks.1', 'stages.1.blocks.0', 'stages.1.blocks.1']
+     + [f'stages.2.blocks.{j}' for j in range(9)]),
+])
+def test_swin_static_blocks_start_at_block_1_by_default(arch, blocks):
+    # the paper: sum_{l=1}^{P} gamma_l = P, "except the 0-th layer"
+    model = DGSSASwinTransformer(arch=arch, static_init='uniform')
+    assert _static_names(model) == [f'{b}.attn' for b in blocks]
+    assert [n for n, _ in model.static_block_items()] == blocks
+    # the other reading ("the first P layers use the SSA") is an option
+    first = DGSSASwinTransformer(arch=arch, static_init='uniform',
+                                 static_start=0)
+    assert _static_names(first)[0] == 'stages.0.blocks.0.attn'
+    assert len(_static_names(first)) == len(blocks)
+    assert _static_names(first)[1:] == _static_names(model)[:-1]
+
+
+def test_swin_static_start_errors():
+    with pytest.raises(ValueError, match=r'static_start must be an int in '
+                       r'0\.\.4 .*got 5'):
+        DGSSASwinTransformer(**SWIN, static_blocks=3, static_start=5)
+    with pytest.raises(ValueError, match='static_start'):
+        DGSSASwinTransformer(**SWIN, static_blocks=3, static_start=-1)
+    with pytest.raises(ValueError, match='static_start'):
+        DGSSASwinTransformer(**SWIN, static_blocks=7, static_start=1)
+    DGSSASwinTransformer(**SWIN, static_blocks=7, static_start=0)
+
+
 def test_swin_without_static_blocks_is_upstream():
     swin = _upstream_swin()
     ours = _ours_swin(swin, static_blocks=0)
@@ -383,7 +418,8 @@ def test_swin_without_static_blocks_is_upstream():
 
 def test_swin_returns_the_pyramid_and_keeps_later_blocks():
     swin = _upstream_swin()
-    ours = _ours_swin(swin, static_blocks=3)
+    ours = _ours_swin(swin, static_blocks=2)  # blocks 1, 2
+    assert isinstance(ours.stages[0].blocks[0].attn, ShiftWindowMSA)
     assert isinstance(ours.stages[1].blocks[0].attn, StaticShiftWindowMSA)
     assert isinstance(ours.stages[1].blocks[1].attn, ShiftWindowMSA)
     assert ours.stages[0].blocks[1].attn.shift_size == 3  # window 7
@@ -408,7 +444,7 @@ def test_static_window_block_reproduces_upstream_on_one_window():
     with torch.no_grad():
         ref = block(x, (7, 7))
         attn = window_attention(block.attn.w_msa, block.norm1(x))
-    ours = _ours_swin(swin, static_blocks=1)
+    ours = _ours_swin(swin, static_blocks=1, static_start=0)
     with torch.no_grad():
         ours.stages[0].blocks[0].attn.w_msa.static_logits.copy_(
             attention_to_logits(attn[0]))
@@ -464,7 +500,7 @@ def test_swin_loads_checkpoint_and_folds_the_bias(tmp_path):
     assert not report['unused']
     assert sum('Q and K dropped' in n for n in report['dropped']) == 6
     assert sum('folded' in n for n in report['dropped']) == 3
-    for (i, j) in ((0, 0), (0, 1), (1, 0)):
+    for (i, j) in ((0, 1), (1, 0), (1, 1)):
         msa = swin.stages[i].blocks[j].attn.w_msa
         static = ours.stages[i].blocks[j].attn.w_msa
         torch.testing.assert_close(static.static_logits,
@@ -483,7 +519,7 @@ def test_swin_gradients_and_errors():
     ours.train()
     random_readout(ours(torch.randn(1, 3, 64, 64))).backward()
     msas = [ours.stages[i].blocks[j].attn.w_msa
-            for i, j in ((0, 0), (0, 1), (1, 0))]
+            for i, j in ((0, 1), (1, 0), (1, 1))]
     assert all(isinstance(msa, StaticWindowMSA) for msa in msas)
     assert_clear_gradients((f'static block {k}', msa.static_logits)
                            for k, msa in enumerate(msas))

@@ -145,7 +145,7 @@ def test_frozen_stages_of_dgssa_swin_cover_the_static_logits():
     build, shape = BACKBONES['dgssa_swin']
     model = build(frozen_stages=1, out_indices=(3, ))
     _check_frozen(model, ('patch_embed.', 'stages.0.'), torch.randn(*shape))
-    static = model.stages[0].blocks[0].attn.w_msa.static_logits
+    static = model.stages[0].blocks[1].attn.w_msa.static_logits
     assert not static.requires_grad
     assert model.stages[1].blocks[0].attn.w_msa.static_logits.requires_grad
 

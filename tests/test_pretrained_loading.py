@@ -40,7 +40,8 @@ CASES = {
                   lambda: VisionTransformer(arch=DEIT, img_size=64,
                                             patch_size=16)),
     'dgssa_swin': (lambda **kw: B.DGSSASwinTransformer(
-        **DGSSA_SWIN, static_blocks=3, static_init='random', **kw),
+        **DGSSA_SWIN, static_blocks=3, static_init='random', static_start=0,
+        **kw),
                    lambda: DetSwin(**DGSSA_SWIN)),
     'stvit_swin3d': (lambda **kw: B.STViTSwinTransformer3D(
         **VIDEO, stgm_index=1, pooling='intra_inter', global_centres=True,
@@ -150,7 +151,7 @@ def test_both_dgssa_backbones_convert_with_the_one_function(
 def test_static_attention_conversion_folds_the_bias_of_a_swin_window():
     host = DetSwin(**DGSSA_SWIN)
     ours = B.DGSSASwinTransformer(**DGSSA_SWIN, static_blocks=1,
-                                  static_init='uniform')
+                                  static_start=0, static_init='uniform')
     msa = host.stages[0].blocks[0].attn.w_msa
     state, notes, fresh = static_checkpoint.static_attention_state_dict(
         host.state_dict(),

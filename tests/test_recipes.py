@@ -35,6 +35,10 @@ EXPECTED_METRIC = {
     'configs/hvit_swin_t_in1k.py': 'accuracy/top1',
     'configs/hvit_deit_s_cifar100_384.py': 'accuracy/top1',
     'configs/hvit_deit_s_dogs_448.py': 'accuracy/top1',
+    'configs/hvit_swin_t_cifar100_384.py': 'accuracy/top1',
+    'configs/hvit_swin_t_dogs_448.py': 'accuracy/top1',
+    'configs/hvit_pvtv2_b1_cifar100_384.py': 'accuracy/top1',
+    'configs/hvit_pvtv2_b1_dogs_448.py': 'accuracy/top1',
     'configs/integrated_deit_t_in1k.py': 'accuracy/top1',
     'configs/integrated_deit_s_in1k.py': 'accuracy/top1',
     'configs/integrated_deit_b_in1k.py': 'accuracy/top1',
@@ -96,6 +100,8 @@ SLOW = {
     'configs/dgssa_swin_s_in1k.py',
     'configs/dgssa_swin_b_in1k.py',
     'configs/hvit_deit_s_dogs_448.py',
+    'configs/hvit_swin_t_dogs_448.py',
+    'configs/hvit_pvtv2_b1_dogs_448.py',
     'configs/sait_deit_s_v05_in1k.py',
     'configs/asvit_deit_s_in1k.py',
 }
@@ -112,9 +118,11 @@ def test_recipe_train_step_and_predict(config, tmp_path, tiny_data_dir):
     cfg.merge_from_dict(PREDICT_ALL.get(config, {}))
     cfg.randomness = dict(seed=0)  # drop path decides what gets no update
     # the hooks of these recipes run in test_recipe_hooks_run_in_the_runner
-    # (the tiny overlay adds its StepSeedHook to every run)
+    # (the tiny overlay adds its StepSeedHook to every run; the hMHSA
+    # recipes' MinLRAverageHook runs in tests/test_min_lr_average_hook.py)
     recipe_hooks = [h for h in cfg.get('custom_hooks') or []
-                    if h['type'] != 'mmvitaccel.StepSeedHook']
+                    if h['type'] not in ('mmvitaccel.StepSeedHook',
+                                         'mmvitaccel.MinLRAverageHook')]
     assert bool(recipe_hooks) == (config in HOOKED)
     updates = {}
     losses, preds, metrics = train_and_predict_one_batch(cfg, updates)

@@ -147,6 +147,19 @@ TINY_MODELS.update({
     'configs/hvit_deit_s_dogs_448.py': {
         **TINY_HVIT_DEIT, 'model.backbone.init_cfg': None, 'tiny.scale': 0.25,
     },
+    **{f'configs/hvit_swin_t_{task}.py': {
+        'model.backbone.arch': dict(_delete_=True, embed_dims=32,
+                                    depths=[1, 1, 2, 1],
+                                    num_heads=[2, 2, 4, 8]),
+        'model.backbone.init_cfg': None,
+        'model.head.in_channels': 256, 'tiny.scale': 0.25,
+    } for task in ('cifar100_384', 'dogs_448')},
+    **{f'configs/hvit_pvtv2_b1_{task}.py': {
+        'model.backbone.embed_dims': 16,
+        'model.backbone.num_layers': [1, 1, 1, 1],
+        'model.backbone.init_cfg': None,
+        'model.head.in_channels': 128, 'tiny.scale': 0.25,
+    } for task in ('cifar100_384', 'dogs_448')},
 })
 
 
@@ -162,8 +175,8 @@ TINY_INTEGRATED_DEIT = {
     'model.teacher_head.in_channels': 64,
     'model.head.in_channels': 64,
 }
-# Swin with DGSSA in the first 3 blocks: a plain and a shifted block of
-# stage 1 and the first of stage 2
+# Swin with DGSSA in 3 blocks, 1-3 (block 0 stays dynamic): the shifted
+# block of stage 1 and both blocks of stage 2
 TINY_DGSSA_SWIN = {
     **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
     'model.backbone.arch': None,

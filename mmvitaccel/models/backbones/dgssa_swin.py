@@ -1,10 +1,11 @@
-"""DGSSA-Swin: static window attention in the first ``P`` Swin blocks.
+"""DGSSA-Swin: static window attention in ``P`` Swin blocks from block 1.
 
 Paper: *Accelerating Vision Transformers Based on Heterogeneous Attention
 Patterns* (no public code; reconstruction in
-``docs/dgssa_glad_design.md#dgssa``). Swin already
-has a token pyramid, so only DGSSA is applied: the first ``P`` blocks
-(6/12/12 for Swin-T/S/B, counted over all stages in order) replace
+``docs/dgssa_glad_design.md#dgssa``). Swin already has a token pyramid, so
+only DGSSA is applied: ``P`` blocks (6/12/12 for Swin-T/S/B, counted over
+all stages in order), starting at block 1 as the paper leaves the 0th layer
+dynamic, replace
 ``softmax(Q K^T / sqrt(d_h) + B + mask)`` by ``softmax(S + mask)``, one
 static ``w^2 x w^2`` logit matrix ``S`` per head and block, shared by all
 windows and images. The relative position bias ``B`` is folded into ``S``
@@ -27,13 +28,27 @@ from ..utils import (PretrainedMixin, SwinBase, fresh_static_init,
                      static_attention_state_dict, swin_config,
                      swin_state_dict)
 
-#: the paper's P (static blocks) per Swin size
+#: the paper's P (the number of static blocks) per Swin size
 STATIC_BLOCKS = {'tiny': 6, 'small': 12, 'base': 12}
+
+#: the paper's first static block: the 0th stays dynamic
+STATIC_START = 1
 
 
 @MODELS.register_module()
 class DGSSASwinTransformer(PretrainedMixin, SwinBase):
-    """Swin with DGSSA (static window attention) in its first ``P`` blocks.
+    """Swin with DGSSA (static window attention) in ``P`` early blocks.
+
+    The static blocks are ``static_start, ..., static_start + P - 1``,
+    counted over all stages in order. The paper: "DGSSA is consecutively
+    applied in the early layers (except the 0-th layer)", with the
+    constraint ``sum_{l=1}^{P} gamma_l = P`` (``gamma_l = 1``: layer ``l``
+    is static), so block 0 stays dynamic and blocks ``1..P`` are static
+    (``static_start=1``, the default). The same paper also says "the first
+    ``P`` layers use the SSA"; ``static_start=0`` is that reading (blocks
+    ``0..P-1``, this backbone's placement before it followed the
+    constraint). DGSSA-ViT follows the constraint too (its
+    ``static_layers=(1, 2)`` for ``P = 2``).
 
     Parameter names stay mmdet's (which mmpretrain's Swin shares): a static
     block's ``attn.w_msa.qkv`` becomes ``attn.w_msa.v`` (its V rows), its
@@ -48,6 +63,9 @@ class DGSSASwinTransformer(PretrainedMixin, SwinBase):
             ones.
         static_blocks (int | None): ``P``, the number of leading blocks
             (over all stages) with DGSSA; None: the paper's 6/12/12.
+        static_start (int): the first static block (0-based, over all
+            stages): 1 (the paper's constraint, block 0 dynamic) or 0 (the
+            "first ``P`` layers" reading); in ``0..total - P``.
         static_init (str): ``'dg'`` (logits from ``tools/dgssa_init.py``'s
             checkpoint; uniform from scratch), ``'random'``, ``'uniform'``
             or ``'local'`` (each plus the checkpoint's relative position
@@ -56,7 +74,7 @@ class DGSSASwinTransformer(PretrainedMixin, SwinBase):
     """
 
     def __init__(self, arch=None, static_blocks=None, static_init='dg',
-                 **kwargs):
+                 static_start=STATIC_START, **kwargs):
         _, cfg = swin_config(arch, kwargs)
         if static_blocks is None:
             if arch not in STATIC_BLOCKS:
@@ -68,8 +86,15 @@ class DGSSASwinTransformer(PretrainedMixin, SwinBase):
             raise ValueError(f'static_blocks must be in 0..{total} (the '
                              f'blocks of depths {tuple(cfg["depths"])}), got '
                              f'{static_blocks}')
+        if (isinstance(static_start, bool) or not isinstance(static_start, int)
+                or not 0 <= static_start <= total - static_blocks):
+            raise ValueError(
+                f'static_start must be an int in 0..{total - static_blocks} '
+                f'(static_blocks={static_blocks} of {total} blocks; the '
+                f'paper: 1), got {static_start!r}')
         super().__init__(arch, **kwargs)
         self.static_blocks = static_blocks
+        self.static_start = static_start
         self.static_init = static_init
         self.window_size = cfg['window_size']
         for _, block in self.static_block_items():
@@ -78,13 +103,13 @@ class DGSSASwinTransformer(PretrainedMixin, SwinBase):
 
     def static_block_items(self):
         """``(name, block)`` of the static blocks, in order; ``name`` is
-        ``stages.{i}.blocks.{j}``."""
-        items = []
-        for i, stage in enumerate(self.stages):
-            for j, block in enumerate(stage.blocks):
-                if len(items) < self.static_blocks:
-                    items.append((f'stages.{i}.blocks.{j}', block))
-        return items
+        ``stages.{i}.blocks.{j}``: the blocks ``static_start, ...,
+        static_start + static_blocks - 1`` counted over all stages."""
+        blocks = [(f'stages.{i}.blocks.{j}', block)
+                  for i, stage in enumerate(self.stages)
+                  for j, block in enumerate(stage.blocks)]
+        return blocks[self.static_start:self.static_start +
+                      self.static_blocks]
 
     def reset_static_logits(self, mode=None, biases=None):
         """Static logits by ``mode`` (``static_init`` by default; ``'dg'``
