@@ -246,3 +246,14 @@ def test_asvit_half_budget():
     assert cfg.model.budget == 0.5
     cfg.model.budget = base.model.budget
     assert cfg.to_dict() == base.to_dict()
+
+
+@pytest.mark.parametrize('name', ['asvit_deit_s_in1k.py',
+                                  'asvit_deit_t_in1k.py'])
+def test_asvit_thresholds_have_the_models_lr(name):
+    """The paper gives the thresholds no learning rate of their own; they
+    move at the model's (measured), so no multiplier; no weight decay."""
+    cfg = _load(name)
+    keys = cfg.optim_wrapper.paramwise_cfg.custom_keys
+    assert keys['.thresholds'].to_dict() == dict(decay_mult=0.0)
+    assert cfg.optim_wrapper.optimizer.lr == 2e-5
