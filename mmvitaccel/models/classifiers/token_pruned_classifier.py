@@ -81,11 +81,15 @@ class TokenPrunedClassifier(TeacherMixin, ImageClassifier):
             time rather than distilling nothing.
         distill_weight (float): ``lambda2`` of the logit KL (needs a
             teacher with a head).
-        token_distill_weight (float): weight of the kept-token KL.
+        token_distill_weight (float): weight of the kept-token KL. AS-ViT
+            aligns tokens only for models "like LV-ViT ... with an
+            additional linear layer to integrate all image tokens", so its
+            DeiT configs leave it at 0 (0.5, its lambda2, for such models).
         distill_temperature (float): softmax temperature of the logit KL.
         tis_distill_weight (float): ``beta`` of the TIS KL (0: off).
         budget (float, optional): ``t``, the target FLOPs ratio (``None``:
-            no budget loss).
+            no budget loss): relative, as the paper's budgets are shares of
+            the full model (``t`` is "the expected complexity"; 0.65, 0.5).
         budget_weight (float): ``lambda1``.
         test_cfg (dict, optional): pruning settings for prediction, e.g.
             ``dict(density=0.7)``, ``dict(mass_threshold=0.9,
