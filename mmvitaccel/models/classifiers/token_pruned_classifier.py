@@ -1,6 +1,7 @@
 """Training a token-pruned ViT: distillation (SaiT, AS-ViT) and AS-ViT's
 budget-aware loss, on top of mmpretrain's ``ImageClassifier``."""
 import contextlib
+from collections import OrderedDict
 
 import torch
 from mmpretrain.models.classifiers import ImageClassifier
@@ -9,12 +10,33 @@ from ...registry import MODELS
 from ..backbones.token_pruned_vit import (TokenPrunedVisionTransformer,
                                           tokens_and_last_attention)
 from ..distill import TeacherMixin, check_temperature, kl_divergence
+from ..utils.checkpoint import dino_state_dict, is_official_vit
 from ..utils.vit import format_vit_output
 
 #: settings of :meth:`TokenPrunedVisionTransformer.set_pruning` accepted in
 #: ``test_cfg``
 TEST_SETTINGS = ('density', 'mass_threshold', 'prune', 'batch_mode',
                  'test_execution')
+
+
+def teacher_state_dict(state_dict):
+    """The converter of the teacher's checkpoint: an mmpretrain classifier
+    checkpoint passes unchanged; a timm-layout ViT (official DeiT, DINO's
+    released backbone, a DINO training checkpoint, whose ``teacher`` is
+    taken) is mapped by :func:`~mmvitaccel.models.utils.checkpoint.
+    dino_state_dict` to the teacher classifier's ``backbone.*`` names (no
+    head: the teacher's head, if it has one, is then reported missing).
+
+    Args:
+        state_dict (dict): as read from the teacher's checkpoint.
+
+    Returns:
+        dict: weights in the teacher classifier's names.
+    """
+    if not is_official_vit(state_dict):
+        return state_dict
+    return OrderedDict(('backbone.' + k, v)
+                       for k, v in dino_state_dict(state_dict).items())
 
 
 @MODELS.register_module()
@@ -46,13 +68,28 @@ class TokenPrunedClassifier(TeacherMixin, ImageClassifier):
         teacher (dict, optional): ``dict(config=..., checkpoint=...)``, see
             :func:`~mmvitaccel.models.distill.build_teacher`; needed by the
             distillation losses. Built without weights, loaded in
-            ``init_weights``, frozen, not part of the state dict.
-        distill_weight (float): ``lambda2`` of the logit KL.
-        token_distill_weight (float): weight of the kept-token KL.
+            ``init_weights`` through :func:`teacher_state_dict` (mmpretrain
+            checkpoints as they are; official DeiT and DINO ViT layouts
+            converted), frozen, not part of the state dict. A teacher
+            without a head (``head=None``; SaiT's DINO ViT-S/16, a
+            self-supervised backbone: SaiT §3.3 "we choose a
+            self-supervised vision transformer - DINO ... as the teacher")
+            gives attention and tokens only: it serves the TIS and
+            kept-token losses, and ``distill_weight`` must then be 0 (SaiT's
+            objective is the label loss plus ``beta`` times the TIS KL, with
+            no logit term); a positive ``distill_weight`` raises at build
+            time rather than distilling nothing.
+        distill_weight (float): ``lambda2`` of the logit KL (needs a
+            teacher with a head).
+        token_distill_weight (float): weight of the kept-token KL. AS-ViT
+            aligns tokens only for models "like LV-ViT ... with an
+            additional linear layer to integrate all image tokens", so its
+            DeiT configs leave it at 0 (0.5, its lambda2, for such models).
         distill_temperature (float): softmax temperature of the logit KL.
         tis_distill_weight (float): ``beta`` of the TIS KL (0: off).
         budget (float, optional): ``t``, the target FLOPs ratio (``None``:
-            no budget loss).
+            no budget loss): relative, as the paper's budgets are shares of
+            the full model (``t`` is "the expected complexity"; 0.65, 0.5).
         budget_weight (float): ``lambda1``.
         test_cfg (dict, optional): pruning settings for prediction, e.g.
             ``dict(density=0.7)``, ``dict(mass_threshold=0.9,
@@ -88,7 +125,15 @@ class TokenPrunedClassifier(TeacherMixin, ImageClassifier):
         self.test_cfg = dict(test_cfg or {})
         self._check_settings(self.test_cfg)
         if teacher is not None:
-            self.add_teacher('teacher', teacher)
+            self.add_teacher('teacher', teacher, converter=teacher_state_dict)
+            if distill_weight > 0 and not self._teacher_has_head():
+                raise ValueError(
+                    f'distill_weight={distill_weight} distils the teacher\'s '
+                    f'logits, but the teacher '
+                    f'({type(self.teacher).__name__}) has no classification '
+                    f'head (e.g. DINO, whose distillation is the TIS loss '
+                    f'alone): set distill_weight=0, or give a teacher with a '
+                    f'head')
         if token_distill_weight > 0:
             width = getattr(self.teacher.backbone, 'embed_dims', None)
             if width != self.backbone.embed_dims:
@@ -104,6 +149,9 @@ class TokenPrunedClassifier(TeacherMixin, ImageClassifier):
         self.budget = budget
         self.budget_weight = budget_weight
         self.backbone.always_score = tis_distill_weight > 0
+
+    def _teacher_has_head(self):
+        return getattr(self.teacher, 'with_head', False)
 
     @staticmethod
     def _check_settings(settings):
@@ -136,18 +184,37 @@ class TokenPrunedClassifier(TeacherMixin, ImageClassifier):
             return super().predict(inputs, data_samples, **kwargs)
 
     def _teacher_outputs(self, inputs):
-        """The teacher's logits ``(B, K)``, final tokens ``(B, 1 + N, C)``
-        and last-layer attention ``(B, heads, 1 + N, 1 + N)``, no grad."""
+        """The teacher's logits ``(B, K)`` (None for a teacher without a
+        head), final tokens ``(B, 1 + N, C)`` and last-layer attention
+        ``(B, heads, 1 + N, 1 + N)``, no grad."""
         teacher = self.teacher
+        logits = None
         with torch.no_grad():
             tokens, attn, hw = tokens_and_last_attention(
                 teacher.backbone, inputs)
-            # the teacher's own readout (class token, averaged patches, ...)
-            feats = (format_vit_output(teacher.backbone, tokens, hw), )
-            if teacher.with_neck:
-                feats = teacher.neck(feats)
-            logits = teacher.head(feats)
+            if self._teacher_has_head():
+                # the teacher's own readout (class token, averaged patches)
+                feats = (format_vit_output(teacher.backbone, tokens, hw), )
+                if teacher.with_neck:
+                    feats = teacher.neck(feats)
+                logits = teacher.head(feats)
         return logits, tokens, attn
+
+    @staticmethod
+    def tis_target(attn):
+        """SaiT's distillation target: the teacher's last-layer class-token
+        attention averaged over heads, renormalised over the patches (the
+        class token's own column removed), the distribution the student's
+        TIS is pulled to.
+
+        Args:
+            attn (Tensor): ``(B, heads, 1 + N, 1 + N)``.
+
+        Returns:
+            Tensor: ``(B, N)``, rows summing to 1.
+        """
+        target = attn[:, :, 0, 1:].mean(dim=1)
+        return target / target.sum(dim=-1, keepdim=True)
 
     def loss(self, inputs, data_samples):
         """Head loss plus the distillation and budget losses.
@@ -164,7 +231,7 @@ class TokenPrunedClassifier(TeacherMixin, ImageClassifier):
         bb = self.backbone
         if self.teacher is not None:
             t_logits, t_tokens, t_attn = self._teacher_outputs(inputs)
-            if self.distill_weight > 0:
+            if self.distill_weight > 0 and t_logits is not None:
                 logits = self.head(feats)
                 losses['loss_distill'] = self.distill_weight * kl_divergence(
                     logits, t_logits, self.distill_temperature).mean()
@@ -172,8 +239,7 @@ class TokenPrunedClassifier(TeacherMixin, ImageClassifier):
                 losses['loss_token_distill'] = self.token_distill_weight * \
                     self._token_kl(bb, t_tokens)
             if self.tis_distill_weight > 0 and bb.scores:
-                target = t_attn[:, :, 0, 1:].mean(dim=1)
-                target = target / target.sum(dim=-1, keepdim=True)
+                target = self.tis_target(t_attn)
                 student = bb.scores[0].clamp_min(1e-8).log()
                 if student.shape != target.shape:
                     raise ValueError(

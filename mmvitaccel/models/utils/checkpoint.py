@@ -19,6 +19,9 @@ DeiT / ViT: two layouts are recognised and mapped to mmpretrain's
 * mmpretrain DeiT/ViT: ``backbone.layers.{i}...`` inside a classifier, or
   bare.
 
+DINO's ViTs (released backbone weights or a training checkpoint) are the
+official layout without a classifier: :func:`dino_state_dict`.
+
 Loading reports four kinds of keys, so that a user sees exactly what a
 checkpoint did and did not provide: *new* (parameters the method adds,
 expected to be absent), *missing* (expected but absent), *unused* (in the
@@ -233,6 +236,61 @@ def deit_state_dict(checkpoint):
         state_dict['pos_embed'] = torch.cat(
             [pos_embed[:, :1], pos_embed[:, 2:]], dim=1)
     return state_dict
+
+
+#: entries of a DINO training checkpoint that hold a network's weights
+DINO_CHECKPOINT_KEYS = ('teacher', 'student')
+
+
+def dino_state_dict(checkpoint, checkpoint_key='teacher'):
+    """Backbone weights of a DINO ViT (facebookresearch/dino), in
+    mmpretrain's ``VisionTransformer`` names.
+
+    DINO's ViT is timm's without a classifier, so its released backbone
+    weights (e.g. ViT-S/16) are a plain state dict in the official DeiT
+    layout with no ``head.*``: :func:`deit_converter` maps them. A DINO
+    training checkpoint holds the two networks under ``teacher`` and
+    ``student``, each ``module.backbone.*`` plus the projection head
+    ``module.head.*`` (not part of the ViT, dropped); ``checkpoint_key``
+    picks one, the teacher by default, as DINO's own evaluations do.
+
+    Args:
+        checkpoint (str | dict): a path/URL or a loaded checkpoint.
+        checkpoint_key (str): ``'teacher'`` or ``'student'``, used when the
+            checkpoint is a training checkpoint.
+
+    Returns:
+        OrderedDict: ``{name: tensor}`` without any ``backbone.`` prefix.
+    """
+    if checkpoint_key not in DINO_CHECKPOINT_KEYS:
+        raise ValueError(f'checkpoint_key must be one of '
+                         f'{DINO_CHECKPOINT_KEYS}, got {checkpoint_key!r}')
+    if isinstance(checkpoint, str):
+        checkpoint = CheckpointLoader.load_checkpoint(
+            checkpoint, map_location='cpu')
+    if isinstance(checkpoint.get(checkpoint_key), dict):
+        checkpoint = checkpoint[checkpoint_key]
+    state_dict = OrderedDict(
+        (k, v) for k, v in read_state_dict(checkpoint).items()
+        if not k.startswith('head.'))  # DINO's projection head
+    return deit_state_dict(_backbone_only(state_dict))
+
+
+def is_official_vit(state_dict):
+    """Whether a state dict is a timm-layout ViT (official DeiT, DINO's
+    released backbone) or a DINO training checkpoint.
+
+    Args:
+        state_dict (dict): as read by :func:`read_state_dict`.
+
+    Returns:
+        bool
+    """
+    if any(isinstance(state_dict.get(k), dict) for k in DINO_CHECKPOINT_KEYS):
+        return True
+    body = _backbone_only(_strip(OrderedDict(state_dict), 'module.'))
+    return 'patch_embed.proj.weight' in body and 'blocks.0.attn.qkv.weight' \
+        in body
 
 
 #: the least share of a model's expected tensors a checkpoint must provide
