@@ -302,3 +302,24 @@ def test_authors_stgm_form_at_224():
         seq.kv_per_region = True
         _, sem_c, _ = seq.generate(1, stgm1, stgm2, x, valid)
         assert torch.allclose(sem_b, sem_c, atol=1e-5)
+
+
+def test_convert_checkpoint_tool_reads_their_checkpoint(tmp_path):
+    """``tools/model_converters/convert_checkpoint.py`` on a checkpoint as
+    their training script saves it (``{'model': state_dict, ...}``)."""
+    from .test_tools import run
+    from .utils import REPO
+    theirs = authors_state_dict()
+    torch.save(dict(model=theirs, epoch=299), tmp_path / 'theirs.pth')
+    config = tmp_path / 'tiny_authors.py'
+    config.write_text(
+        f"_base_ = '{REPO}/configs/stvit_r_swin_s_authors_in1k.py'\n"
+        f"model = dict(backbone=dict(arch=None, embed_dims={DIMS}, "
+        f"depths={list(DEPTHS)}, num_heads={list(HEADS)}))\n")
+    out = run('tools/model_converters/convert_checkpoint.py', str(config),
+              str(tmp_path / 'theirs.pth'), str(tmp_path / 'ours.pth'))
+    for kind in ('new', 'missing', 'unused', 'mismatched'):
+        assert f'{kind:>10}: 0' in out, out
+    state = torch.load(tmp_path / 'ours.pth')['state_dict']
+    assert torch.equal(state['backbone.stages.2.blocks.3.attn.gamma1.weight'],
+                       theirs['layers.2.blocks.3.layer_scale_1'])
