@@ -8,19 +8,17 @@ it).
 """
 import contextlib
 
-import torch
 import torch.nn as nn
 from mmdet.models.backbones.swin import ShiftWindowMSA, SwinTransformer
 from mmengine.model import ModuleList
 
-from ...ops import (check_choice, mask_or_none, pad_to_multiple,
-                   window_partition, window_reverse)
+from ...ops import check_choice, pad_to_multiple, window_reverse
 from ...registry import MODELS
 from ..layers import MaskedWindowSwinBlock
 from ..layers.semantic_swin_stage import SemanticSwinBlockSequence
 from ..layers.stvit_authors import (ConvStem,
                                     LayerScaleCrossAttentionSwinBlock,
-                                    UnshiftedSmallMapMSA, inside_regions)
+                                    UnshiftedSmallMapMSA, authors_stgm)
 from ..utils import check_in_channels, check_int
 from ..utils.stvit_checkpoint import stvit_r_state_dict
 from .stvit_swin import SemanticSwinTransformer
@@ -114,81 +112,11 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
                 return super().generate(g, stgm1, stgm2, x, valid)
         return super().generate(g, stgm1, stgm2, x, valid)
 
-    def _region_kv(self, block, x, valid, size, extra=None,
-                   extra_valid=None):
-        """Keys/values ``(B * nW, Le + K, 2C)`` of ``[extra; region]`` per
-        window, the region moved inside the map
-        (:func:`~mmvitaccel.models.layers.stvit_authors.inside_regions`),
-        and their validity ``(nW, Le + K)``. ``extra`` ``(B * nW, Le, C)``
-        are tokens every window's keys also hold."""
-        w = self.window_size
-        if self.kv_per_region:  # LN and projection on every region
-            keys, key_valid = inside_regions(x, valid, w, size)
-            if extra is not None:
-                keys = torch.cat([extra, keys], 1)
-            kv = block.key_values(keys)
-        else:  # LN and projection once per token, then gathered
-            kv, key_valid = inside_regions(block.key_values(x), valid, w,
-                                           size)
-            if extra is not None:
-                kv = torch.cat([block.key_values(extra), kv], 1)
-        if extra is not None:
-            key_valid = torch.cat([extra_valid, key_valid], 1)
-        return kv, key_valid
-
     def generate_authors(self, g, stgm1, stgm2, x, valid):
-        """STGM in the form of the authors' released classification code.
-
-        * STGM-1: ``S1 = MHA(P, [P; X_k1], [P; X_k1])`` with no residual
-          (their ``shortcut=False``), then the FFN; ``X_k1`` is the
-          ``k1 x k1`` region around the window moved inside the map (their
-          10 x 10 unfold with stride 4 at a 14 x 14 map).
-        * STGM-2: ``S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + (S1 + G)``
-          (their residual includes ``G``), ``S1`` of every window of the
-          image; with ``k2`` covering the map (14 at 224 px) this is their
-          global attention over ``[S1; X]``.
-
-        Args:
-            g (int): unit index (its pooling and ``G``).
-            stgm1 (CrossAttentionSwinBlock): STGM layer 1.
-            stgm2 (CrossAttentionSwinBlock): STGM layer 2.
-            x (Tensor): ``(B, Hp, Wp, C)``, sides multiples of the window.
-            valid (Tensor): ``(Hp, Wp)`` bool, False on padding.
-
-        Returns:
-            tuple[Tensor, Tensor, Tensor]: as
-            :meth:`SemanticSwinBlockSequence.generate`.
-        """
-        w = self.window_size
-        B, Hp, Wp, C = x.shape
-        nW = (Hp // w) * (Wp // w)
-        windows = window_partition(x, w)
-        pool = self.poolers[g] if self.poolers is not None else \
-            self._fixed_pooling
-        centres, sem_valid = pool(windows, valid=window_partition(valid, w))
-        sem_valid = sem_valid[:nW]
-        k1, k2 = self.key_windows
-        # STGM-1: S1 = MHA(P, [P; X_k1]) (no residual), S1 = S1 + FFN(S1)
-        kv, key_valid = self._region_kv(stgm1, x, valid, k1, centres,
-                                        sem_valid)
-        sem = stgm1(centres, kv, mask_or_none(key_valid),
-                    shortcut=torch.zeros_like(centres))
-        # STGM-2: S2 = MHA(S1 + G, [S1; X_k2]) + S1 + G
-        G = self._centres(g)
-        query = sem if G is None else sem + G
-        Ls = sem.shape[1]
-        all_sem = sem.reshape(B, nW * Ls, C)
-        all_valid = sem_valid.reshape(1, -1)
-        if Hp <= k2 and Wp <= k2:  # every region is the map: one key set
-            keys = torch.cat([all_sem, x.reshape(B, Hp * Wp, C)], 1)
-            key_valid = torch.cat([all_valid, valid.reshape(1, -1)], 1)
-            out = stgm2(query.reshape(B, nW * Ls, C),
-                        stgm2.key_values(keys), mask_or_none(key_valid))
-            return windows, out.view(B * nW, Ls, C), sem_valid
-        extra = all_sem.repeat_interleave(nW, 0)
-        kv, key_valid = self._region_kv(stgm2, x, valid, k2, extra,
-                                        all_valid.expand(nW, -1))
-        return windows, stgm2(query, kv, mask_or_none(key_valid)), sem_valid
+        """STGM of unit ``g`` in the form of the authors' released code:
+        :func:`~mmvitaccel.models.layers.stvit_authors.authors_stgm`."""
+        return authors_stgm(self, g, self._centres(g), stgm1, stgm2, x,
+                            valid)
 
     def _unit(self, u, x, valid):
         """Run dumbbell unit ``u`` on the padded map ``x (B, Hp, Wp, C)``."""

@@ -13,7 +13,9 @@ lists them. This module holds the pieces:
 * :func:`inside_regions`: the key region of each window shifted to lie
   inside the map (the authors' unfold at 224 px), instead of clipped;
 * :class:`UnshiftedSmallMapMSA`: Swin's shifted-window attention that does
-  not shift a map that fits in one window (the official Swin's rule).
+  not shift a map that fits in one window (the official Swin's rule);
+* :func:`authors_stgm`: their STGM (no residual in STGM-1, ``[P; X]`` and
+  ``[S1; X]`` keys).
 """
 import torch
 import torch.nn as nn
@@ -21,6 +23,7 @@ from mmcv.cnn import ConvModule
 from mmcv.cnn.bricks.transformer import LayerScale
 from mmdet.models.backbones.swin import ShiftWindowMSA
 
+from ...ops import mask_or_none, window_partition
 from .semantic_attention import CrossAttentionSwinBlock
 
 
@@ -170,3 +173,84 @@ class UnshiftedSmallMapMSA(ShiftWindowMSA):
             finally:
                 self.shift_size = shift
         return super().forward(query, hw_shape)
+
+
+def _region_kv(block, x, valid, window, size, per_region, extra=None,
+               extra_valid=None):
+    """Keys/values ``(B * nW, Le + K, 2C)`` of ``[extra; region]`` per
+    window, the region moved inside the map
+    (:func:`~mmvitaccel.models.layers.stvit_authors.inside_regions`),
+    and their validity ``(nW, Le + K)``. ``extra`` ``(B * nW, Le, C)``
+    are tokens every window's keys also hold."""
+    w = window
+    if per_region:  # LN and projection on every region
+        keys, key_valid = inside_regions(x, valid, w, size)
+        if extra is not None:
+            keys = torch.cat([extra, keys], 1)
+        kv = block.key_values(keys)
+    else:  # LN and projection once per token, then gathered
+        kv, key_valid = inside_regions(block.key_values(x), valid, w,
+                                       size)
+        if extra is not None:
+            kv = torch.cat([block.key_values(extra), kv], 1)
+    if extra is not None:
+        key_valid = torch.cat([extra_valid, key_valid], 1)
+    return kv, key_valid
+
+
+def authors_stgm(seq, g, G, stgm1, stgm2, x, valid):
+    """STGM in the form of the authors' released classification code.
+
+    * STGM-1: ``S1 = MHA(P, [P; X_k1], [P; X_k1])`` with no residual
+      (their ``shortcut=False``), then the FFN; ``X_k1`` is the
+      ``k1 x k1`` region around the window moved inside the map (their
+      10 x 10 unfold with stride 4 at a 14 x 14 map).
+    * STGM-2: ``S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + (S1 + G)``
+      (their residual includes ``G``), ``S1`` of every window of the
+      image; with ``k2`` covering the map (14 at 224 px) this is their
+      global attention over ``[S1; X]``.
+
+    Args:
+        seq (SemanticSwinBlockSequence): the stage (its window sizes,
+            pooling and ``kv_per_region``).
+        g (int): unit index (its pooling).
+        G (Tensor | None): the unit's global centres ``(1, w_s^2, C)``.
+        stgm1 (CrossAttentionSwinBlock): STGM layer 1.
+        stgm2 (CrossAttentionSwinBlock): STGM layer 2.
+        x (Tensor): ``(B, Hp, Wp, C)``, sides multiples of the window.
+        valid (Tensor): ``(Hp, Wp)`` bool, False on padding.
+
+    Returns:
+        tuple[Tensor, Tensor, Tensor]: as
+        :meth:`~mmvitaccel.models.layers.semantic_swin_stage.
+        SemanticSwinBlockSequence.generate`.
+    """
+    w = seq.window_size
+    B, Hp, Wp, C = x.shape
+    nW = (Hp // w) * (Wp // w)
+    windows = window_partition(x, w)
+    pool = seq.poolers[g] if seq.poolers is not None else \
+        seq._fixed_pooling
+    centres, sem_valid = pool(windows, valid=window_partition(valid, w))
+    sem_valid = sem_valid[:nW]
+    k1, k2 = seq.key_windows
+    # STGM-1: S1 = MHA(P, [P; X_k1]) (no residual), S1 = S1 + FFN(S1)
+    kv, key_valid = _region_kv(stgm1, x, valid, w, k1, seq.kv_per_region,
+                               centres, sem_valid)
+    sem = stgm1(centres, kv, mask_or_none(key_valid),
+                shortcut=torch.zeros_like(centres))
+    # STGM-2: S2 = MHA(S1 + G, [S1; X_k2]) + S1 + G
+    query = sem if G is None else sem + G
+    Ls = sem.shape[1]
+    all_sem = sem.reshape(B, nW * Ls, C)
+    all_valid = sem_valid.reshape(1, -1)
+    if Hp <= k2 and Wp <= k2:  # every region is the map: one key set
+        keys = torch.cat([all_sem, x.reshape(B, Hp * Wp, C)], 1)
+        key_valid = torch.cat([all_valid, valid.reshape(1, -1)], 1)
+        out = stgm2(query.reshape(B, nW * Ls, C),
+                    stgm2.key_values(keys), mask_or_none(key_valid))
+        return windows, out.view(B * nW, Ls, C), sem_valid
+    extra = all_sem.repeat_interleave(nW, 0)
+    kv, key_valid = _region_kv(stgm2, x, valid, w, k2, seq.kv_per_region,
+                               extra, all_valid.expand(nW, -1))
+    return windows, stgm2(query, kv, mask_or_none(key_valid)), sem_valid
