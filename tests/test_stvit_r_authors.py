@@ -323,3 +323,23 @@ def test_convert_checkpoint_tool_reads_their_checkpoint(tmp_path):
     state = torch.load(tmp_path / 'ours.pth')['state_dict']
     assert torch.equal(state['backbone.stages.2.blocks.3.attn.gamma1.weight'],
                        theirs['layers.2.blocks.3.layer_scale_1'])
+
+
+def test_global_centres_in_the_first_unit_only_paper_form():
+    torch.manual_seed(0)
+    first = tiny(global_centres=True, centre_units='first',
+                 key_windows=(10, 14), depths=(2, 2, 12, 2))
+    first.init_weights()
+    plain = tiny(key_windows=(10, 14), depths=(2, 2, 12, 2))
+    plain.load_state_dict(first.state_dict(), strict=False)
+    assert [k for k in first.state_dict() if 'global_centres' in k] == [
+        'stages.2.global_centres.0']
+    x = torch.randn(1, 14, 14, 4 * DIMS)
+    valid = torch.ones(14, 14, dtype=torch.bool)
+    a, b = first.stages[2], plain.stages[2]
+    with torch.no_grad():
+        for u in (0, 1):
+            blocks = (6 * u + 1, 6 * u + 2)
+            out_a = a.generate(u, *[a.blocks[i] for i in blocks], x, valid)
+            out_b = b.generate(u, *[b.blocks[i] for i in blocks], x, valid)
+            assert torch.allclose(out_a[1], out_b[1]) == (u == 1)
