@@ -204,9 +204,8 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
         stem (str): ``'patch'``: Swin's 4x4 patch embedding (the paper's
             Swin); ``'conv'``: the authors' convolutional stem
             (:class:`~mmvitaccel.models.layers.stvit_authors.ConvStem`),
-            which their released models use and the paper counts in its
-            FLOPs ("with a conv stem" is not said in the text; their code
-            has no other stem).
+            which their released models use; the paper never mentions a
+            stem, but its 5.83 GFLOPs for STViT-R-Swin-S count this one.
         layer_scale (float | None): initial layer scale on the residual
             branches of the units' STGM, semantic and recovery blocks (the
             authors' code: 1e-5 on exactly these blocks, none on Swin's
@@ -218,7 +217,9 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
             ``S2 = MHA(S1 + G, [S1; X_k2]) + S1 + G``, regions moved inside
             the map (:meth:`DumbbellSwinBlockSequence.generate_authors`).
         centre_units (str): which units add ``G`` when
-            ``global_centres``: ``'all'`` (the paper: "G" belongs to every
+            ``global_centres``: ``'all'`` (our reading of the paper, which
+            defines ``G`` as part of the STGM, "the global cluster centers
+            initialized by Gaussian noise", and every dumbbell unit has an
             STGM) or ``'first'`` (the authors' code adds it in the first
             unit only).
         kv_per_region (bool): with ``stgm_form='authors'``, project the
