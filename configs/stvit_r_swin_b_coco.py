@@ -1,10 +1,10 @@
 # STViT-R-Swin-B Cascade Mask R-CNN 3x on COCO: the Swin-S recipe of
 # stvit_r_swin_s_coco.py with Swin-B (embed 128, heads 4/8/16/32), drop path
-# 0.3 as in the authors' detection config, initialised from the official
-# ImageNet-1k Swin-B weights.
+# 0.3 as in the authors' detection config, initialised from the authors'
+# released STViT-R-Swin-B ImageNet checkpoint (as the paper does).
 _base_ = './stvit_r_swin_s_coco.py'
 
-pretrained = 'https://github.com/SwinTransformer/storage/releases/download/v1.0.0/swin_base_patch4_window7_224.pth'  # noqa
+pretrained = 'https://huggingface.co/csncsn/STViT-R/resolve/main/STViT-R-Swin-B.pth'  # noqa
 model = dict(
     backbone=dict(
         arch='base',
