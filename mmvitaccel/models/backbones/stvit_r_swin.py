@@ -29,7 +29,8 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
     1. image block: ``X = W-MSA(X)`` (padded keys masked);
     2. STGM-1: ``P = pool(X)`` per window, ``S1 = MHA(P, X_k1, X_k1) + P``
        with ``X_k1`` the ``k1 x k1`` region around the window;
-    3. STGM-2: ``S2 = MHA(S1 + G, X_k2, X_k2) + S1`` (``G`` optional);
+    3. STGM-2: ``S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + S1`` (``G``
+       optional; ``stgm2_keys='image'``: keys ``X_k2`` only);
     4. semantic local: attention among the ``w_s x w_s`` tokens of a window;
     5. semantic global: attention among all semantic tokens of the image;
     6. recovery: ``X = MHA(X, S_r, S_r) + X``, each image window attending
@@ -67,7 +68,7 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         nh, nw = Hp // w, Wp // w
         x = img(x, valid if self.mask_padding else None)
         # STGM: P = pool(X), S1 = MHA(P, X_k1, X_k1) + P,
-        # S2 = MHA(S1 + G, X_k2, X_k2) + S1
+        # S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + S1
         windows, sem, sem_valid = self.generate(u, stgm1, stgm2, x, valid)
         # semantic blocks: local (one window's s*s tokens), then global
         sem = self.attend_local(local, sem, sem_valid)
@@ -141,6 +142,12 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
             STGM-2 queries; off for Swin, as in the released runs.
         mask_padding (bool): mask padded tokens in the units' image blocks
             too (True: padding invariant; False: as upstream Swin).
+        stgm2_keys (str): ``'semantic_and_image'`` (the paper's Eq. 3,
+            ``Concat(S1, X)``) or ``'image'`` (the detection code's ``X``);
+            see :class:`~mmvitaccel.models.STViTSwinTransformer`.
+        key_region (str): ``'centred'`` (the detection code's unfold, where
+            14 and 21 come from) or ``'inside'`` (the classification
+            code's, for the paper's 10 and 14).
         **kwargs: the arguments of mmdet's ``SwinTransformer``.
     """
 
@@ -154,9 +161,11 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
                  pooling='max',
                  global_centres=False,
                  mask_padding=True,
+                 stgm2_keys='semantic_and_image',
+                 key_region='centred',
                  **kwargs):
         super().__init__(arch, dumbbell_stage, semantic_window, key_windows,
-                         pooling, **kwargs)
+                         pooling, stgm2_keys, key_region, **kwargs)
         check_int('recovery_window', recovery_window, low=semantic_window,
                   hint='semantic tokens per side of the region each image '
                   'window attends to, at least semantic_window')
@@ -198,4 +207,6 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
             key_windows=key_windows,
             pooling=pooling,
             embed_dims=self.num_features[dumbbell_stage],
-            global_centres=global_centres)
+            global_centres=global_centres,
+            stgm2_keys=stgm2_keys,
+            key_region=key_region)
