@@ -9,6 +9,8 @@ model = dict(
         type='mmvitaccel.STViTRSwinTransformer',
         semantic_window=3,
         key_windows=(14, 21),
+        key_region='centred',
+        stgm2_keys='semantic_and_image',
         recovery_window=27,
         pooling='max'))
 train_cfg = dict(max_iters=max_iters, val_interval=16000)

@@ -306,10 +306,10 @@ def covered_tokens_mask(valid, window, size, tokens, placement='centred'):
 def _covered_coords(covered, window, size, tokens):
     """Token-grid coordinates of the covered windows along one axis: the
     covered windows of a region are consecutive, ``[c0, c0 + count)``;
-    they are read as ``m = min(n, size // window + 1)`` windows from
-    ``c0`` (an upper bound of ``count``), the extra ones marked."""
+    every region reads ``m`` windows from ``c0``, ``m`` the largest count,
+    the extra ones marked."""
     n = covered.shape[0]
-    m = min(n, size // window + 1) * tokens
+    m = int(covered.sum(1).max()) * tokens
     first = covered.int().argmax(1)
     stop = (first + covered.sum(1)) * tokens
     coords = first[:, None] * tokens + torch.arange(m, device=covered.device)
