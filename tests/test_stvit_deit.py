@@ -407,3 +407,19 @@ def test_full_size_deit_small():
     # the additions are the pooling nets, G and the norm after pooling
     assert count_params(ours) - count_params(deit) == \
         C + (C * n_b + n_b) + S * S + S * C + 2 * C
+
+
+@pytest.mark.parametrize('tokens', [25, 36, 49])
+def test_token_variant_configs(tokens):
+    """The paper's 25/36/49-token STViT-DeiT-S: the 16-token recipe with
+    only the number of semantic tokens changed; the backbone builds."""
+    from mmengine.config import Config
+    base = Config.fromfile(f'{REPO}/configs/stvit_deit_s_in1k.py')
+    cfg = Config.fromfile(f'{REPO}/configs/stvit_deit_s_{tokens}tokens_in1k.py')
+    assert cfg.model.backbone.semantic_tokens == tokens
+    base.model.backbone.semantic_tokens = tokens
+    assert cfg.model.to_dict() == base.model.to_dict()
+    assert cfg.optim_wrapper.to_dict() == base.optim_wrapper.to_dict()
+    args = {k: v for k, v in cfg.model.backbone.items() if k != 'type'}
+    model = STViTDeiT(**{**args, 'arch': TINY})
+    assert model.pooler.inter_mix.shape == (tokens, tokens)
