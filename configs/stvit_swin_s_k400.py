@@ -10,5 +10,7 @@ model = dict(
         type='mmvitaccel.STViTSwinTransformer3D',
         semantic_window=3,
         key_windows=(10, 14),
+        key_region='inside',
+        stgm2_keys='semantic_and_image',
         pooling='max',
         move_stgm=False))

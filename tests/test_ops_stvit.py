@@ -60,15 +60,61 @@ def test_intra_inter_starts_as_average_pooling():
     avg, _ = pool_centres(x, (7, 7), (3, 3), 'avg')
     torch.testing.assert_close(centres, avg)
     assert valid.all()
-    # parameters: Linear(C, 1) + Linear(C, 9)
-    assert sum(p.numel() for p in pool.parameters()) == 17 + 16 * 9 + 9
+    # parameters: f_intra Linear(C, 1) without bias, f_inter Linear(C, 9)
+    # and the 9x9 mixing across the 3x3 grid of bins
+    assert sum(p.numel() for p in pool.parameters()) == \
+        16 + 16 * 9 + 9 + 9 * 9
+    assert pool.intra.bias is None
+
+
+def _randomised_pool(C=8, window=(7, 7), out=(3, 3), seed=0):
+    torch.manual_seed(seed)
+    pool = IntraInterPooling(C, window, out)
+    for p in pool.parameters():  # small enough not to saturate the softmax
+        torch.nn.init.normal_(p, std=0.3)
+    return pool
+
+
+def test_f_inter_mixes_across_windows():
+    """f_inter relates the windows (bins) of the grid: a change confined
+    to one bin moves the centres of the other bins too."""
+    pool = _randomised_pool()
+    x = torch.randn(2, 49, 8)
+    y = x.clone()
+    y[:, 0] += 3.  # token (0, 0) lies in bin 0 only
+    with torch.no_grad():
+        cx, _ = pool(x)
+        cy, _ = pool(y)
+    moved = (cx - cy).abs().amax(-1)  # (N, 9)
+    assert (moved[:, 1:] > 1e-4).all()
+    # without the mixing (identity) only bin 0 moves, as a per-token f_inter
+    with torch.no_grad():
+        pool.inter_mix.copy_(torch.eye(9))
+        cx, _ = pool(x)
+        cy, _ = pool(y)
+    assert torch.equal(cx[:, 1:], cy[:, 1:])
+
+
+def test_every_pooling_parameter_gets_a_gradient():
+    """Gradients reach f_intra, f_inter's projection and its mixing
+    through a non-trivial readout; at the average-pooling init, f_intra
+    and the projection already get one (so training can start)."""
+    from .utils import assert_clear_gradients, random_readout
+    x = torch.randn(3, 49, 8)
+    pool = _randomised_pool()
+    random_readout(pool(x)[0]).backward()
+    assert_clear_gradients(pool.named_parameters())
+    fresh = IntraInterPooling(8, (7, 7), (3, 3))
+    random_readout(fresh(x)[0]).backward()
+    assert_clear_gradients((n, p) for n, p in fresh.named_parameters()
+                           if n != 'inter_mix')
 
 
 def test_intra_inter_learns_and_ignores_padding():
     torch.manual_seed(0)
     pool = IntraInterPooling(8, (7, 7), (3, 3))
-    for layer in (pool.intra, pool.inter):
-        torch.nn.init.normal_(layer.weight)
+    for p in pool.parameters():
+        torch.nn.init.normal_(p)
     x = torch.randn(1, 10, 10, 8)
     xp, valid_map = pad_to_multiple(x, 7)
     valid = window_partition(valid_map, 7)

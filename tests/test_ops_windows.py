@@ -2,8 +2,9 @@
 import pytest
 import torch
 
-from mmvitaccel.ops import (neighbourhood_windows, pad_to_multiple,
-                            window_partition, window_reverse)
+from mmvitaccel.ops import (covered_token_windows, covered_tokens_mask,
+                            neighbourhood_mask, neighbourhood_windows,
+                            pad_to_multiple, window_partition, window_reverse)
 
 
 def test_pad_and_partition_roundtrip():
@@ -100,3 +101,93 @@ def test_bad_sizes_refused():
                               torch.ones(7, 7, dtype=torch.bool), 7, 5)
     with pytest.raises(ValueError, match='not a multiple'):
         window_partition(torch.zeros(1, 8, 7, 1), 7)
+
+
+# keys each 7x7 window of the 14x14 stage-3 map (224 px) sees, per window
+# in raster order: 'inside' is the authors' classification unfold (kernel
+# k, no padding: 10 -> stride 4, 14 -> the whole map); 'centred' the
+# detection code's centred region with the out-of-map part dropped
+KEYS_AT_224 = {
+    (10, 'inside'): [100] * 4,
+    (14, 'inside'): [196] * 4,
+    (10, 'centred'): [81, 72, 72, 64],
+    (14, 'centred'): [121, 110, 110, 100],
+}
+
+
+@pytest.mark.parametrize('k,placement', sorted(KEYS_AT_224))
+def test_keys_per_window_at_224(k, placement):
+    valid = torch.ones(14, 14, dtype=torch.bool)
+    expected = KEYS_AT_224[k, placement]
+    assert neighbourhood_mask(valid, 7, k, placement).sum(1).tolist() == \
+        expected
+    _, key_valid = neighbourhood_windows(
+        torch.zeros(1, 14, 14, 1), valid, 7, k, placement)
+    assert key_valid.sum(1).tolist() == expected
+
+
+def test_inside_regions_are_the_authors_unfold_at_224():
+    """At 224 px the 'inside' regions are F.unfold(kernel=k, stride=14-k)
+    of the 14x14 map without padding, window for window."""
+    x = torch.randn(1, 14, 14, 3)
+    valid = torch.ones(14, 14, dtype=torch.bool)
+    for k in (10, 14):
+        keys, key_valid = neighbourhood_windows(x, valid, 7, k, 'inside')
+        assert key_valid.all()
+        unfold = torch.nn.functional.unfold(
+            x.permute(0, 3, 1, 2), kernel_size=k, stride=max(14 - k, 1))
+        ref = unfold.view(3, k * k, -1).permute(2, 1, 0)  # (n, k*k, C)
+        assert torch.equal(keys, ref.expand(4, -1, -1))  # 14: one region
+
+
+def test_inside_regions_stay_in_the_real_map():
+    """With padding, an 'inside' region is moved inside the real map: it
+    holds min(k, H) real rows, and padding content does not matter."""
+    x = torch.randn(1, 12, 19, 2)
+    xp, valid = pad_to_multiple(x, 7)  # 14 x 21
+    mask = neighbourhood_mask(valid, 7, 10, 'inside')
+    assert mask.sum(1).tolist() == [100] * 6
+    keys, key_valid = neighbourhood_windows(xp, valid, 7, 10, 'inside')
+    assert torch.equal(key_valid.sum(1), mask.sum(1))
+    dense = [xp.reshape(-1, 2)[m] for m in mask]
+    for n in range(6):
+        assert torch.equal(keys[n][key_valid[n]], dense[n])
+
+
+@pytest.mark.parametrize('H,W,k,placement', [(14, 14, 14, 'inside'),
+                                             (35, 28, 21, 'centred'),
+                                             (35, 28, 14, 'centred'),
+                                             (33, 26, 14, 'inside')])
+def test_covered_windows_tokens(H, W, k, placement):
+    """The per-window tokens in a region are those of the windows lying
+    entirely in it; the gathered and dense forms agree."""
+    t = 3
+    xp, valid = pad_to_multiple(torch.zeros(1, H, W, 1), 7)
+    nh, nw = xp.shape[1] // 7, xp.shape[2] // 7
+    grid = torch.arange(nh * t * nw * t, dtype=torch.float)
+    grid = grid.view(1, nh * t, nw * t, 1)
+    grid_valid = torch.ones(nh * t, nw * t, dtype=torch.bool)
+    dense = covered_tokens_mask(valid, 7, k, t, placement)
+    tokens, tok_valid = covered_token_windows(grid, grid_valid, valid, 7, k,
+                                              placement)
+    region = neighbourhood_mask(valid, 7, k, placement).view(-1, *valid.shape)
+    real = valid.view(nh, 7, nw, 7).permute(0, 2, 1, 3).reshape(nh * nw, -1)
+    for n in range(nh * nw):
+        got = sorted(tokens[n, tok_valid[n], 0].long().tolist())
+        assert got == dense[n].nonzero()[:, 0].tolist()
+        # window c is covered iff its real tokens all lie in the region
+        for c in range(nh * nw):
+            a, b = divmod(c, nw)
+            inside = bool(region[n, a * 7:a * 7 + 7, b * 7:b * 7 + 7][
+                real[c].view(7, 7)].all())
+            first = (a * t) * nw * t + b * t
+            assert bool(dense[n, first]) == inside
+        assert dense[n].view(nh, t, nw, t)[n // nw, :, n % nw].all()
+    if (H, W, k, placement) == (14, 14, 14, 'inside'):
+        assert dense.all()  # at 224 px every window sees all 36 tokens
+
+
+def test_unknown_placement_refused():
+    with pytest.raises(ValueError, match="key_region 'middle'"):
+        neighbourhood_mask(torch.ones(7, 7, dtype=torch.bool), 7, 7,
+                           'middle')

@@ -26,7 +26,7 @@ TINY = dict(embed_dims=64, num_layers=8, num_heads=2, feedforward_channels=128)
 LAYER = dict(embed_dims=64, num_heads=4, feedforward_channels=128)
 NEW_KEYS = sorted([
     'global_centres', 'ln2.bias', 'ln2.weight', 'pooler.inter.bias',
-    'pooler.inter.weight', 'pooler.intra.bias', 'pooler.intra.weight'
+    'pooler.inter.weight', 'pooler.inter_mix', 'pooler.intra.weight'
 ])
 
 
@@ -193,13 +193,13 @@ def test_gradients_reach_centres_pooling_and_stgm():
             vit.layers[i].attn.out_drop.drop_prob > 0
     ours.train()
     random_readout(ours(torch.randn(2, 3, 224, 224))).backward()
-    # pooler.intra.bias adds one constant to all logits of a bin, and the
-    # softmax over the bin ignores it: its gradient is exactly zero
+    # the pooling's grid mixing multiplies a projection that starts at
+    # zero: its gradient is zero until that projection has moved
     assert_clear_gradients(
         (name, p) for name, p in ours.named_parameters()
         if name.startswith(('pooler.', 'global_centres', 'layers.4.',
                             'layers.5.', 'layers.7.'))
-        and name != 'pooler.intra.bias')
+        and name != 'pooler.inter_mix')
 
 
 @pytest.mark.parametrize('kwargs,match', [
@@ -394,7 +394,8 @@ def test_full_size_deit_small():
 
     expected = (196 * C * 3 * 16 * 16  # patch embedding
                 + 4 * layer(N)  # DeiT layers on [cls; X]
-                + S * n_b * C + S * C * n_b  # f_intra, f_inter
+                + S * n_b * C + S * C * n_b  # f_intra, f_inter's projection
+                + S * S * n_b  # f_inter's mixing across the grid
                 + layer(S, 196)  # STGM-1: P attends to X
                 + layer(S, S + 196)  # STGM-2: S1 + G attends to [S1; X]
                 + 6 * layer(S)  # semantic layers
@@ -405,4 +406,20 @@ def test_full_size_deit_small():
     assert 0.57 < 1 - ours_flops / deit_flops < 0.59
     # the additions are the pooling nets, G and the norm after pooling
     assert count_params(ours) - count_params(deit) == \
-        (C + 1) + (C * n_b + n_b) + S * C + 2 * C
+        C + (C * n_b + n_b) + S * S + S * C + 2 * C
+
+
+@pytest.mark.parametrize('tokens', [25, 36, 49])
+def test_token_variant_configs(tokens):
+    """The paper's 25/36/49-token STViT-DeiT-S: the 16-token recipe with
+    only the number of semantic tokens changed; the backbone builds."""
+    from mmengine.config import Config
+    base = Config.fromfile(f'{REPO}/configs/stvit_deit_s_in1k.py')
+    cfg = Config.fromfile(f'{REPO}/configs/stvit_deit_s_{tokens}tokens_in1k.py')
+    assert cfg.model.backbone.semantic_tokens == tokens
+    base.model.backbone.semantic_tokens = tokens
+    assert cfg.model.to_dict() == base.model.to_dict()
+    assert cfg.optim_wrapper.to_dict() == base.optim_wrapper.to_dict()
+    args = {k: v for k, v in cfg.model.backbone.items() if k != 'type'}
+    model = STViTDeiT(**{**args, 'arch': TINY})
+    assert model.pooler.inter_mix.shape == (tokens, tokens)

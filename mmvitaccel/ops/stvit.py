@@ -145,19 +145,42 @@ def pool_centres(windows, window, out, mode='max', valid=None):
 class IntraInterPooling(nn.Module):
     """Learnable intra- and inter-window spatial pooling of STViT.
 
-    The paper's equations were lost in our copy; this is the reconstruction
-    of ``docs/stvit_design.md`` (section 5), which fits the paper's stated
-    budget (about 0.05% of DeiT-T's parameters):
+    The paper splits the map into ``w_s x w_s`` pooling windows (here the
+    adaptive bins of a Swin window, or of the whole DeiT patch grid), one
+    centre each, and states what the two functions map ("``f_intra`` ...
+    projects the input window from H/w_s x W/w_s x C to H/w_s x W/w_s";
+    ``f_inter`` maps "w_s x w_s x C to w_s x w_s x HW/w_s^2", computing
+    "the inter-window relations" to "generate the offset"), but its
+    equations were lost in our copy. The reconstruction
+    (``docs/stvit_design.md``, section 5):
 
-    * intra-window mask ``M = f_intra(X)``, ``f_intra = Linear(C, 1)``;
-    * integrated tokens ``P^_s = softmax(M_s) . X_s`` over the tokens of bin
-      ``s``;
-    * inter-window offset ``O = f_inter(P^)``, ``f_inter = Linear(C, n_b)``
-      applied to each integrated token, one offset per bin member;
+    * intra-window mask ``M = f_intra(X)``, ``f_intra = Linear(C, 1)``
+      without bias (a bias adds one constant to every logit of a bin, which
+      the softmax over the bin ignores: its gradient would be exactly zero);
+    * integrated tokens ``P^_s = softmax(M_s) . X_s`` over the tokens of
+      bin ``s``;
+    * inter-window offset ``O = f_inter(P^)``: each integrated token is
+      projected to one offset per bin member, ``Z_s = W P^_s + b``
+      (``Linear(C, n_b)``), and the offsets of the ``w_s x w_s`` grid are
+      mixed across its positions, ``O_s = sum_t A_st Z_t`` with a learnable
+      ``A`` (``(w_s^2, w_s^2)``, ``inter_mix``), so that the offset of one
+      window depends on every other window's integrated token: the
+      relation the paper's "maximizing the distance among initial cluster
+      centers in different windows" needs, which a per-token layer cannot
+      express. Empty bins (all padding) contribute nothing;
     * centres ``P_s = softmax(M_s + O_s) . X_s``.
 
-    Both layers are zero-initialised, so the module starts as average
-    pooling (and a pretrained backbone is not disturbed).
+    A full mixing over the grid is chosen over a depthwise convolution on
+    it: the grid is only 3x3 (Swin) to 7x7 (DeiT, 49 tokens), so a 3x3
+    kernel would already reach nearly every window, while ``A`` sees all
+    of them and keeps the positions apart, at ``w_s^4`` parameters (81 for
+    Swin, 256 for 16 DeiT tokens). With ``f_intra`` and ``Linear(C, n_b)``
+    DeiT-T gets 3,536 new parameters, 0.06% (the paper: about 0.05%).
+
+    ``f_intra`` and ``Linear(C, n_b)`` are zero-initialised and ``A`` is the
+    identity, so the module starts as average pooling (a pretrained
+    backbone is not disturbed) and every parameter gets a gradient once
+    the projection has moved from zero.
 
     Args:
         embed_dims (int): channels ``C``.
@@ -171,15 +194,20 @@ class IntraInterPooling(nn.Module):
         self.out = tuple(out)
         index, _ = bin_indices(self.window, self.out)
         self.bin_size = index.shape[1]
-        self.intra = nn.Linear(embed_dims, 1)
+        num_bins = self.out[0] * self.out[1]
+        self.intra = nn.Linear(embed_dims, 1, bias=False)
         self.inter = nn.Linear(embed_dims, self.bin_size)
+        self.inter_mix = nn.Parameter(torch.empty(num_bins, num_bins))
         self.reset_parameters()
 
     def reset_parameters(self):
-        """Zero both layers: the pooling starts as average pooling."""
-        for layer in (self.intra, self.inter):
-            nn.init.zeros_(layer.weight)
-            nn.init.zeros_(layer.bias)
+        """Zero ``f_intra`` and the projection of ``f_inter``, identity
+        mixing: the pooling starts as average pooling."""
+        nn.init.zeros_(self.intra.weight)
+        nn.init.zeros_(self.inter.weight)
+        nn.init.zeros_(self.inter.bias)
+        with torch.no_grad():
+            self.inter_mix.copy_(torch.eye(self.inter_mix.shape[0]))
 
     def forward(self, windows, valid=None):
         """Pool windows into centres.
@@ -194,13 +222,16 @@ class IntraInterPooling(nn.Module):
         """
         members, keep = _bin_members(windows, self.window, self.out, valid)
         centre_valid = keep.any(-1)
-        # M: intra-window mask, one logit per token of each bin
-        logits = self.intra(members)[..., 0]  # (N, S, n_b)
+        # M = f_intra(X): one logit per token of each bin, (N, S, n_b)
+        logits = self.intra(members)[..., 0]
         # P^_s = softmax(M_s) . X_s
         integrated = _masked_softmax_pool(logits, members, keep,
                                           centre_valid)
-        # O = f_inter(P^); P_s = softmax(M_s + O_s) . X_s
-        offsets = self.inter(integrated)  # (N, S, n_b)
+        # O = f_inter(P^): Z_t = W P^_t + b, O_s = sum_t A_st Z_t
+        projected = self.inter(integrated).masked_fill(
+            ~centre_valid[..., None], 0.)  # (N, S, n_b)
+        offsets = torch.einsum('st,ntb->nsb', self.inter_mix, projected)
+        # P_s = softmax(M_s + O_s) . X_s
         centres = _masked_softmax_pool(logits + offsets, members, keep,
                                        centre_valid)
         return centres, centre_valid

@@ -13,6 +13,8 @@ masks have no batch dimension: ``(Hp, Wp)`` for maps and
 import torch
 import torch.nn.functional as F
 
+from .checks import check_choice
+
 
 def pad_to_multiple(x, multiple):
     """Pad a map on the bottom and right to a multiple of ``multiple``.
@@ -90,20 +92,61 @@ def mask_or_none(valid):
     return None if bool(valid.all()) else valid
 
 
-def _region_axis(extent, window, size, device):
+#: where a ``size x size`` key region sits around its window:
+#: ``'centred'``: centred on the window (``l = (size - window) // 2`` before
+#: it, ``size - window - l`` after it), the parts outside the map dropped;
+#: ``'inside'``: the same region moved along each axis until it lies inside
+#: the map (a region longer than the map is the whole map)
+REGION_PLACEMENTS = ('centred', 'inside')
+
+
+def check_placement(placement):
+    """Raise a clear ``ValueError`` for an unknown region placement."""
+    check_choice('key_region', placement, REGION_PLACEMENTS)
+
+
+def valid_extent(valid):
+    """Rows and columns of the real map in a validity mask (padding is at
+    the bottom and right, :func:`pad_to_multiple`).
+
+    Args:
+        valid (Tensor): ``(Hp, Wp)`` bool.
+
+    Returns:
+        tuple[Tensor, Tensor]: ``H`` and ``W`` as 0-d long tensors (no
+        host synchronisation).
+    """
+    return valid.any(1).sum(), valid.any(0).sum()
+
+
+def _region_starts(extent, real, window, size, placement, device):
+    """First coordinate of every window's region along one axis (before
+    clipping to the map): ``a * window - (size - window) // 2``, and with
+    ``placement='inside'`` moved to ``[0, max(real - size, 0)]``, ``real``
+    being the real (unpadded) length of the axis."""
+    starts = torch.arange(0, extent, window, device=device) - \
+        (size - window) // 2
+    if placement == 'inside':
+        starts = torch.minimum(starts, (real - size).clamp(min=0))
+        starts = starts.clamp(min=0)
+    return starts
+
+
+def _region_axis(extent, window, size, device, starts):
     """Key coordinates of every window's region along one axis.
 
     Window ``a`` covers ``[a*window, (a+1)*window)``; its region covers
-    ``[a*window - l, a*window + window + r)`` with ``l = (size - window) // 2``
-    and ``r = size - window - l``. A region longer than the axis is read as
-    the whole axis, with the coordinates outside the region marked, so that
-    no window carries more keys than the map has.
+    ``[starts[a], starts[a] + size)``. A region longer than the axis is read
+    as the whole axis, with the coordinates outside the region marked, so
+    that no window carries more keys than the map has.
 
     Args:
         extent (int): length of the axis.
         window (int): window side (stride of the regions).
         size (int): region side.
         device (torch.device): where to build the indices.
+        starts (Tensor): ``(n, )`` first coordinate of each region
+            (:func:`_region_starts`).
 
     Returns:
         tuple[Tensor, Tensor]: coordinates ``(n, m)`` clamped into the axis
@@ -111,8 +154,6 @@ def _region_axis(extent, window, size, device):
         ``(n, m)`` bool, True where the coordinate lies both in the window's
         region and inside the axis.
     """
-    starts = torch.arange(0, extent, window, device=device) - \
-        (size - window) // 2
     if size <= extent:
         coords = starts[:, None] + torch.arange(size, device=device)
     else:
@@ -122,7 +163,14 @@ def _region_axis(extent, window, size, device):
     return coords.clamp(0, extent - 1), inside
 
 
-def neighbourhood_mask(valid, window, size):
+def _check_region(window, size, placement):
+    if size < window:
+        raise ValueError(f'region size {size} is smaller than the window '
+                         f'{window}')
+    check_placement(placement)
+
+
+def neighbourhood_mask(valid, window, size, placement='centred'):
     """Which map positions each window's region holds, as a mask on the
     whole map (the dense form of :func:`neighbourhood_windows`).
 
@@ -131,61 +179,34 @@ def neighbourhood_mask(valid, window, size):
             ``window``.
         window (int): window side (stride of the regions).
         size (int): region side, ``>= window``.
+        placement (str): ``'centred'`` or ``'inside'``
+            (:data:`REGION_PLACEMENTS`).
 
     Returns:
         Tensor: ``(nW, Hp * Wp)`` bool, True where a position lies in the
         window's ``size x size`` region and is valid; windows in the order
         of :func:`window_partition`, positions row-major.
     """
-    if size < window:
-        raise ValueError(f'region size {size} is smaller than the window '
-                         f'{window}')
+    _check_region(window, size, placement)
     H, W = valid.shape
+    real = valid_extent(valid)
 
-    def _axis(extent):
-        starts = torch.arange(0, extent, window, device=valid.device)
-        starts = starts[:, None] - (size - window) // 2
+    def _axis(extent, real):
+        starts = _region_starts(extent, real, window, size, placement,
+                                valid.device)[:, None]
         coords = torch.arange(extent, device=valid.device)
         return (coords >= starts) & (coords < starts + size)  # (n, extent)
 
-    rows, cols = _axis(H), _axis(W)
+    rows, cols = _axis(H, real[0]), _axis(W, real[1])
     mask = rows[:, None, :, None] & cols[None, :, None, :] & valid
     return mask.reshape(-1, H * W)
 
 
-def neighbourhood_windows(x, valid, window, size):
-    """Gather, for every window, the ``size x size`` region centred on it.
-
-    Window ``(a, b)`` covers rows ``[a*window, (a+1)*window)``; its region
-    covers rows ``[a*window - l, a*window + window + r)`` with
-    ``l = (size - window) // 2`` and ``r = size - window - l`` (the same for
-    columns). Positions outside the map or in its padding are marked
-    invalid, so attention masked with the validity does not depend on what
-    they hold. Along an axis shorter than ``size`` every region is read as
-    the whole axis, with the positions outside the region marked invalid:
-    the keys then number ``min(size, Hp) * min(size, Wp)`` instead of
-    ``size ** 2`` (e.g. a 27x27 region on a 6x6 map holds 36 keys, not 729),
-    for exactly the same attention.
-
-    Args:
-        x (Tensor): map ``(B, Hp, Wp, C)``, ``Hp, Wp`` multiples of
-            ``window``.
-        valid (Tensor): validity mask ``(Hp, Wp)``.
-        window (int): window side (stride of the regions).
-        size (int): region side, ``>= window``.
-
-    Returns:
-        tuple[Tensor, Tensor]: keys ``(B * nW, Kh * Kw, C)`` in the window
-        order of :func:`window_partition` (``Kh = min(size, Hp)``,
-        ``Kw = min(size, Wp)``, row-major within a region), and their
-        validity ``(nW, Kh * Kw)``.
-    """
-    if size < window:
-        raise ValueError(f'region size {size} is smaller than the window '
-                         f'{window}')
-    B, H, W, C = x.shape
-    rows, rows_in = _region_axis(H, window, size, x.device)
-    cols, cols_in = _region_axis(W, window, size, x.device)
+def _gather_regions(x, valid, rows, rows_in, cols, cols_in):
+    """Gather the regions given per axis by coordinates ``(n, m)`` and
+    their in-region flags: keys ``(B * nW, Kh * Kw, C)`` and validity
+    ``(nW, Kh * Kw)``."""
+    B, _, W, C = x.shape
     # one channels-last gather: each region comes out contiguous, ready for
     # the fused attention kernels. index: (nh, nw, Kh, Kw) into the map
     index = rows[:, None, :, None] * W + cols[None, :, None, :]
@@ -194,3 +215,135 @@ def neighbourhood_windows(x, valid, window, size):
     nW, K = index.shape[0] * index.shape[1], index.shape[2] * index.shape[3]
     keys = x.reshape(B, -1, C)[:, index.reshape(-1)].view(B * nW, K, C)
     return keys, mask.view(nW, K)
+
+
+def neighbourhood_windows(x, valid, window, size, placement='centred'):
+    """Gather, for every window, the ``size x size`` region around it.
+
+    Window ``(a, b)`` covers rows ``[a*window, (a+1)*window)``. With
+    ``placement='centred'`` its region covers rows
+    ``[a*window - l, a*window + window + r)`` with
+    ``l = (size - window) // 2`` and ``r = size - window - l`` (the same for
+    columns); with ``'inside'`` that region is moved until it lies inside
+    the real (unpadded) map, so that it holds ``min(size, H)`` real rows.
+    Positions outside the map or in its padding are marked invalid, so
+    attention masked with the validity does not depend on what they hold.
+    Along an axis shorter than ``size`` every region is read as the whole
+    axis, with the positions outside the region marked invalid: the keys
+    then number ``min(size, Hp) * min(size, Wp)`` instead of ``size ** 2``
+    (e.g. a 27x27 region on a 6x6 map holds 36 keys, not 729), for exactly
+    the same attention.
+
+    Args:
+        x (Tensor): map ``(B, Hp, Wp, C)``, ``Hp, Wp`` multiples of
+            ``window``.
+        valid (Tensor): validity mask ``(Hp, Wp)``.
+        window (int): window side (stride of the regions).
+        size (int): region side, ``>= window``.
+        placement (str): ``'centred'`` or ``'inside'``
+            (:data:`REGION_PLACEMENTS`).
+
+    Returns:
+        tuple[Tensor, Tensor]: keys ``(B * nW, Kh * Kw, C)`` in the window
+        order of :func:`window_partition` (``Kh = min(size, Hp)``,
+        ``Kw = min(size, Wp)``, row-major within a region), and their
+        validity ``(nW, Kh * Kw)``.
+    """
+    _check_region(window, size, placement)
+    _, H, W, _ = x.shape
+    real = valid_extent(valid)
+    rows = _region_axis(
+        H, window, size, x.device,
+        _region_starts(H, real[0], window, size, placement, x.device))
+    cols = _region_axis(
+        W, window, size, x.device,
+        _region_starts(W, real[1], window, size, placement, x.device))
+    return _gather_regions(x, valid, *rows, *cols)
+
+
+def _covered_axis(extent, real, window, size, placement, device):
+    """``(n, n)`` bool along one axis: window ``c`` lies in the region of
+    window ``a`` (its real part, ``[c*window, min((c+1)*window, real))``,
+    inside the region clipped to ``[0, real)``)."""
+    starts = _region_starts(extent, real, window, size, placement, device)
+    lo, hi = starts.clamp(min=0), torch.minimum(starts + size, real)
+    w0 = torch.arange(0, extent, window, device=device)
+    w1 = torch.minimum(w0 + window, real)
+    return (w0[None] >= lo[:, None]) & (w1[None] <= hi[:, None])
+
+
+def covered_tokens_mask(valid, window, size, tokens, placement='centred'):
+    """Which per-window tokens (e.g. the ``tokens x tokens`` semantic
+    tokens of every window) belong to each window's region: those of the
+    windows that lie entirely in the region. The dense form of
+    :func:`covered_token_windows`.
+
+    Args:
+        valid (Tensor): validity mask of the map ``(Hp, Wp)``, sides
+            multiples of ``window``.
+        window (int): window side on the map.
+        size (int): region side on the map, ``>= window``.
+        tokens (int): tokens per window side on the token grid, which is
+            ``(Hp / window * tokens, Wp / window * tokens)``.
+        placement (str): ``'centred'`` or ``'inside'``.
+
+    Returns:
+        Tensor: ``(nW, Hp / window * tokens * Wp / window * tokens)`` bool,
+        windows in the order of :func:`window_partition`, tokens row-major
+        on the token grid.
+    """
+    _check_region(window, size, placement)
+    H, W = valid.shape
+    real = valid_extent(valid)
+    rows = _covered_axis(H, real[0], window, size, placement, valid.device)
+    cols = _covered_axis(W, real[1], window, size, placement, valid.device)
+    rows = rows.repeat_interleave(tokens, dim=1)
+    cols = cols.repeat_interleave(tokens, dim=1)
+    mask = rows[:, None, :, None] & cols[None, :, None, :]
+    return mask.reshape(rows.shape[0] * cols.shape[0], -1)
+
+
+def _covered_coords(covered, window, size, tokens):
+    """Token-grid coordinates of the covered windows along one axis: the
+    covered windows of a region are consecutive, ``[c0, c0 + count)``;
+    every region reads ``m`` windows from ``c0``, ``m`` the largest count,
+    the extra ones marked."""
+    n = covered.shape[0]
+    m = int(covered.sum(1).max()) * tokens
+    first = covered.int().argmax(1)
+    stop = (first + covered.sum(1)) * tokens
+    coords = first[:, None] * tokens + torch.arange(m, device=covered.device)
+    return coords.clamp(max=n * tokens - 1), coords < stop[:, None]
+
+
+def covered_token_windows(grid, grid_valid, valid, window, size,
+                          placement='centred'):
+    """Gather, for every window, the per-window tokens of the windows that
+    lie entirely in its region (see :func:`covered_tokens_mask`).
+
+    Args:
+        grid (Tensor): token grid ``(B, nh * t, nw * t, C)``, ``t x t``
+            tokens per window.
+        grid_valid (Tensor): ``(nh * t, nw * t)`` bool.
+        valid (Tensor): validity mask of the map ``(Hp, Wp)``,
+            ``Hp = nh * window``.
+        window (int): window side on the map.
+        size (int): region side on the map, ``>= window``.
+        placement (str): ``'centred'`` or ``'inside'``.
+
+    Returns:
+        tuple[Tensor, Tensor]: tokens ``(B * nW, Kh * Kw, C)`` in the window
+        order of :func:`window_partition` and their validity
+        ``(nW, Kh * Kw)``.
+    """
+    _check_region(window, size, placement)
+    H, W = valid.shape
+    tokens = grid.shape[1] * window // H
+    real = valid_extent(valid)
+    rows = _covered_coords(
+        _covered_axis(H, real[0], window, size, placement, valid.device),
+        window, size, tokens)
+    cols = _covered_coords(
+        _covered_axis(W, real[1], window, size, placement, valid.device),
+        window, size, tokens)
+    return _gather_regions(grid, grid_valid, *rows, *cols)

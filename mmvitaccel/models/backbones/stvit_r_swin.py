@@ -42,7 +42,8 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
     1. image block: ``X = W-MSA(X)`` (padded keys masked);
     2. STGM-1: ``P = pool(X)`` per window, ``S1 = MHA(P, X_k1, X_k1) + P``
        with ``X_k1`` the ``k1 x k1`` region around the window;
-    3. STGM-2: ``S2 = MHA(S1 + G, X_k2, X_k2) + S1`` (``G`` optional);
+    3. STGM-2: ``S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + S1`` (``G``
+       optional; ``stgm2_keys='image'``: keys ``X_k2`` only);
     4. semantic local: attention among the ``w_s x w_s`` tokens of a window;
     5. semantic global: attention among all semantic tokens of the image;
     6. recovery: ``X = MHA(X, S_r, S_r) + X``, each image window attending
@@ -127,7 +128,7 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         nh, nw = Hp // w, Wp // w
         x = img(x, valid if self.mask_padding else None)
         # STGM: P = pool(X), S1 = MHA(P, X_k1, X_k1) + P,
-        # S2 = MHA(S1 + G, X_k2, X_k2) + S1
+        # S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + S1
         windows, sem, sem_valid = self.generate(u, stgm1, stgm2, x, valid)
         # semantic blocks: local (one window's s*s tokens), then global
         sem = self.attend_local(local, sem, sem_valid)
@@ -201,6 +202,12 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
             STGM-2 queries; off for Swin, as in the released runs.
         mask_padding (bool): mask padded tokens in the units' image blocks
             too (True: padding invariant; False: as upstream Swin).
+        stgm2_keys (str): ``'semantic_and_image'`` (the paper's Eq. 3,
+            ``Concat(S1, X)``) or ``'image'`` (the detection code's ``X``);
+            see :class:`~mmvitaccel.models.STViTSwinTransformer`.
+        key_region (str): ``'centred'`` (the detection code's unfold, where
+            14 and 21 come from) or ``'inside'`` (the classification
+            code's, for the paper's 10 and 14).
         stem (str): ``'patch'``: Swin's 4x4 patch embedding (the paper's
             Swin); ``'conv'``: the authors' convolutional stem
             (:class:`~mmvitaccel.models.layers.stvit_authors.ConvStem`),
@@ -211,8 +218,8 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
             authors' code: 1e-5 on exactly these blocks, none on Swin's
             window blocks); None: no layer scale.
         stgm_form (str): ``'paper'``: ``S1 = MHA(P, X_k1) + P``,
-            ``S2 = MHA(S1 + G, X_k2) + S1`` on regions centred on each
-            window (clipped at the map border); ``'authors'``: their
+            ``S2 = MHA(S1 + G, [S1; X_k2]) + S1`` (keys by ``stgm2_keys``,
+            regions by ``key_region``); ``'authors'``: their
             released code, ``S1 = MHA(P, [P; X_k1])`` with no residual and
             ``S2 = MHA(S1 + G, [S1; X_k2]) + S1 + G``, regions moved inside
             the map (:meth:`DumbbellSwinBlockSequence.generate_authors`).
@@ -243,6 +250,8 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
                  pooling='max',
                  global_centres=False,
                  mask_padding=True,
+                 stgm2_keys='semantic_and_image',
+                 key_region='centred',
                  stem='patch',
                  layer_scale=None,
                  stgm_form='paper',
@@ -257,7 +266,7 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
             raise ValueError("kv_per_region=True is the cost of the authors' "
                              "region gathering: it needs stgm_form='authors'")
         super().__init__(arch, dumbbell_stage, semantic_window, key_windows,
-                         pooling, **kwargs)
+                         pooling, stgm2_keys, key_region, **kwargs)
         self.stem = stem
         self.layer_scale = layer_scale
         if stem == 'conv':
@@ -321,7 +330,9 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
             global_centres=global_centres,
             stgm_form=stgm_form,
             centre_units=centre_units,
-            kv_per_region=kv_per_region)
+            kv_per_region=kv_per_region,
+            stgm2_keys=stgm2_keys,
+            key_region=key_region)
 
     #: reads official/mmdet/mmpretrain Swin and the authors' STViT-R layout
     host_state_dict = staticmethod(stvit_r_state_dict)

@@ -27,7 +27,8 @@ from ..layers.semantic_swin_stage import (SemanticGlobalBlockSequence,
                                           STViTSwinBlockSequence,
                                           build_semantic_stages,
                                           check_semantic_windows,
-                                          check_stgm_fits, resolve_stgm_index)
+                                          check_stgm_fits, check_stgm_keys,
+                                          resolve_stgm_index)
 from ..utils import (PretrainedMixin, SwinBase, check_in_channels,
                      swin_config, swin_state_dict)
 
@@ -62,11 +63,16 @@ class SemanticSwinTransformer(PretrainedMixin, SwinBase):
             at least ``window_size``, not decreasing
             (:func:`check_semantic_windows`).
         pooling (str): ``'max'``, ``'avg'`` or ``'intra_inter'``.
+        stgm2_keys (str): ``'semantic_and_image'`` or ``'image'``
+            (:data:`~mmvitaccel.models.layers.semantic_swin_stage.STGM2_KEYS`).
+        key_region (str): ``'inside'`` or ``'centred'``
+            (:data:`~mmvitaccel.ops.windows.REGION_PLACEMENTS`).
         **kwargs: the arguments of mmdet's ``SwinTransformer``.
     """
 
     def __init__(self, arch, semantic_stage, semantic_window, key_windows,
-                 pooling, **kwargs):
+                 pooling, stgm2_keys='semantic_and_image',
+                 key_region='inside', **kwargs):
         _, cfg = swin_config(arch, kwargs)
         window = cfg['window_size']
         if not 0 <= semantic_stage < len(cfg['depths']):
@@ -74,6 +80,7 @@ class SemanticSwinTransformer(PretrainedMixin, SwinBase):
                              f'exist in depths {tuple(cfg["depths"])}')
         check_pooling(pooling)
         check_semantic_windows(semantic_window, key_windows, window)
+        check_stgm_keys(stgm2_keys, key_region)
         super().__init__(arch, **kwargs)
         self.semantic_stage = semantic_stage
 
@@ -156,6 +163,19 @@ class STViTSwinTransformer(SemanticSwinTransformer):
         key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2, each
             at least the window size, ``k1 <= k2``; the paper's 10 and 14
             for classification.
+        key_region (str): where each ``w_k x w_k`` region sits:
+            ``'inside'`` (default), the region around the window moved
+            until it lies inside the map, as the authors' classification
+            code (where 10 and 14 come from) unfolds it: at 224 px every
+            window of STGM-1 sees 10x10 keys and STGM-2 the whole 14x14
+            map; ``'centred'``: centred on the window and clipped to the
+            map (the authors' detection code), 9x9 to 8x8 and 11x11 to
+            10x10 keys at 224 px.
+        stgm2_keys (str): ``'semantic_and_image'`` (default): STGM-2 attends
+            to ``Concat(S1, X)``, the paper's Eq. 3 ("S2 = MHA(S1 + G,
+            Concat(S1, X), Concat(S1, X))"), with the ``S1`` of the windows
+            lying entirely in the region (all of them at 224 px, as in the
+            authors' classification code); ``'image'``: ``X`` only.
         pooling (str): initial centres: ``'max'`` (the authors'), ``'avg'``
             or ``'intra_inter'`` (the paper's learnable pooling).
         global_centres (bool): learnable ``G`` added to the STGM-2 queries;
@@ -181,6 +201,8 @@ class STViTSwinTransformer(SemanticSwinTransformer):
                  pooling='max',
                  global_centres=False,
                  out_type='avg',
+                 stgm2_keys='semantic_and_image',
+                 key_region='inside',
                  **kwargs):
         if out_type not in OUT_TYPES:
             raise ValueError(f'unknown out_type {out_type!r}; choose from '
@@ -188,7 +210,7 @@ class STViTSwinTransformer(SemanticSwinTransformer):
         stgm_index = resolve_stgm_index(arch, stgm_index, move_stgm)
         kwargs.setdefault('out_indices', (3, ))
         super().__init__(arch, semantic_stage, semantic_window, key_windows,
-                         pooling, **kwargs)
+                         pooling, stgm2_keys, key_region, **kwargs)
         check_stgm_fits(stgm_index, self.swin_cfg['depths'][semantic_stage],
                         semantic_stage)
         self.out_type = out_type
@@ -205,7 +227,9 @@ class STViTSwinTransformer(SemanticSwinTransformer):
                 key_windows=key_windows,
                 pooling=pooling,
                 embed_dims=self.num_features[semantic_stage],
-                global_centres=global_centres))
+                global_centres=global_centres,
+                stgm2_keys=stgm2_keys,
+                key_region=key_region))
 
     def _output(self, i, out, hw_shape, valid):
         """Normalised output of stage ``i``: ``(B, C)`` or NCHW."""

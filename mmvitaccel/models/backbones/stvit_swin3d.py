@@ -25,7 +25,8 @@ from ..layers import cross_attention, project_key_values
 from ..layers.semantic_swin_stage import (SemanticSwinBlockSequence,
                                           build_semantic_stages,
                                           check_semantic_windows,
-                                          check_stgm_fits, resolve_stgm_index)
+                                          check_stgm_fits, check_stgm_keys,
+                                          resolve_stgm_index)
 from ..utils import (PretrainedMixin, check_in_channels, inflate_2d_swin,
                      load_with_report, video_swin_state_dict)
 
@@ -197,6 +198,11 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
             14 as in classification.
         pooling (str): ``'max'``, ``'avg'`` or ``'intra_inter'``.
         global_centres (bool): learnable ``G`` on the STGM-2 queries.
+        stgm2_keys (str): ``'semantic_and_image'`` (the paper's Eq. 3,
+            ``Concat(S1, X)``, per frame) or ``'image'``; see
+            :class:`~mmvitaccel.models.STViTSwinTransformer`.
+        key_region (str): ``'inside'`` (the classification code's regions,
+            for 10 and 14) or ``'centred'``.
         **kwargs: the arguments of mmaction2's ``SwinTransformer3D``
             (``out_after_downsample`` must stay False).
     """
@@ -212,6 +218,8 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
                  key_windows=(10, 14),
                  pooling='max',
                  global_centres=False,
+                 stgm2_keys='semantic_and_image',
+                 key_region='inside',
                  **kwargs):
         name = self._short_arch.get(arch, arch) \
             if isinstance(arch, str) else None
@@ -226,6 +234,7 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
                              f'{window_3d}')
         window = window_3d[1]
         check_semantic_windows(semantic_window, key_windows, window)
+        check_stgm_keys(stgm2_keys, key_region)
         super().__init__(arch, **kwargs)
         if not 0 <= semantic_stage < self.num_layers:
             raise ValueError(f'semantic stage {semantic_stage} does not '
@@ -248,7 +257,9 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
                 key_windows=key_windows,
                 pooling=pooling,
                 embed_dims=layer.embed_dims,
-                global_centres=global_centres))
+                global_centres=global_centres,
+                stgm2_keys=stgm2_keys,
+                key_region=key_region))
 
     @staticmethod
     def _cross_attention_block(old):

@@ -21,15 +21,22 @@ import torch.nn as nn
 from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
-from ...ops import (IntraInterPooling, mask_or_none, neighbourhood_mask,
-                    neighbourhood_windows, pad_to_multiple, pool_centres,
-                    window_partition, window_reverse)
+from ...ops import (IntraInterPooling, check_choice, check_placement,
+                    covered_token_windows, covered_tokens_mask, mask_or_none,
+                    neighbourhood_mask, neighbourhood_windows,
+                    pad_to_multiple, pool_centres, window_partition,
+                    window_reverse)
 from ..utils import check_int, check_int_pair
 
 #: windows whose key regions hold at least this share of the map attend to
 #: the whole map under a mask instead of gathering a copy of their region
 #: (overlapping gathers copy the map many times over)
 DENSE_REGION_SHARE = 0.5
+
+#: keys and values of STGM-2: ``'semantic_and_image'``, the paper's
+#: ``Concat(S1, X)`` (Eq. 3), or ``'image'``, ``X`` only (the authors'
+#: detection code)
+STGM2_KEYS = ('semantic_and_image', 'image')
 
 #: 0-based stage-3 index of STGM-1: (paper default, "move STGM" variant)
 STGM_INDEX = {'tiny': (2, 1), 'small': (10, 8), 'base': (10, 8)}
@@ -79,6 +86,21 @@ def check_semantic_windows(semantic_window, key_windows, window):
     return semantic_window, key_windows
 
 
+def check_stgm_keys(stgm2_keys, key_region):
+    """Check the STGM key options at build time.
+
+    Args:
+        stgm2_keys (str): one of :data:`STGM2_KEYS`.
+        key_region (str): one of
+            :data:`~mmvitaccel.ops.windows.REGION_PLACEMENTS`.
+
+    Raises:
+        ValueError: an unknown value, naming the parameter and the choices.
+    """
+    check_choice('stgm2_keys', stgm2_keys, STGM2_KEYS)
+    check_placement(key_region)
+
+
 def check_stgm_fits(stgm_index, depth, stage):
     """Raise a clear error unless STGM-1 and STGM-2 fit the stage."""
     if not 0 <= stgm_index <= depth - 2:
@@ -105,11 +127,21 @@ class SemanticSwinBlockSequence(BaseModule):
             ``'intra_inter'``.
         embed_dims (int): channels ``C`` of the stage.
         global_centres (bool): add learnable ``G`` to the STGM-2 queries.
+        stgm2_keys (str): ``'semantic_and_image'``: STGM-2 attends to
+            ``Concat(S1, X)`` (the paper's Eq. 3), the ``S1`` of the windows
+            that lie entirely in the region; ``'image'``: to ``X`` only.
+        key_region (str): where the ``k x k`` regions of STGM-1 and STGM-2
+            sit: ``'inside'`` (moved inside the map) or ``'centred'``
+            (centred on the window, clipped to the map).
     """
 
     def __init__(self, blocks, num_stgm, window_size, semantic_window,
-                 key_windows, pooling, embed_dims, global_centres):
+                 key_windows, pooling, embed_dims, global_centres,
+                 stgm2_keys='semantic_and_image', key_region='inside'):
         super().__init__()
+        check_stgm_keys(stgm2_keys, key_region)
+        self.stgm2_keys = stgm2_keys
+        self.key_region = key_region
         self.blocks = blocks
         self.window_size = window_size
         self.semantic_window = semantic_window
@@ -168,19 +200,33 @@ class SemanticSwinBlockSequence(BaseModule):
         # STGM-1: S1 = MHA(P, X_k1, X_k1) + P; keys/values are projected
         # once on the map, then taken per window
         sem = self.attend_regions(stgm1, centres, stgm1.key_values(x), valid,
-                                  w, self.key_windows[0])
-        # STGM-2: S2 = MHA(S1 + G, X_k2, X_k2) + S1 (G on queries only)
+                                  w, self.key_windows[0],
+                                  placement=self.key_region)
+        # STGM-2 (Eq. 3): S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + S1,
+        # G on the queries only; the S1 keys are those of the windows in
+        # the region (stgm2_keys='image': X_k2 only)
         query = sem if self.global_centres is None else \
             sem + self.global_centres[g]
+        semantic = None
+        if self.stgm2_keys == 'semantic_and_image':
+            s = self.semantic_window
+            semantic = (window_reverse(stgm2.key_values(sem), s, nh * s,
+                                       nw * s),
+                        window_reverse(sem_valid[..., None], s, nh * s,
+                                       nw * s)[0, ..., 0])
         sem = self.attend_regions(stgm2, query, stgm2.key_values(x), valid,
-                                  w, self.key_windows[1], shortcut=sem)
+                                  w, self.key_windows[1], shortcut=sem,
+                                  placement=self.key_region,
+                                  semantic=semantic)
         return windows, sem, sem_valid
 
     @staticmethod
     def attend_regions(block, queries, kv_map, valid, window, size,
-                       shortcut=None):
+                       shortcut=None, placement='centred', semantic=None):
         """Each window's queries attend to the ``size x size`` region of a
-        map centred on the window: ``MHA(q, K_region, V_region) + q``, FFN.
+        map around the window: ``MHA(q, K_region, V_region) + q``, FFN; with
+        ``semantic``, to ``[S_region; X_region]`` (Eq. 3), ``S_region`` the
+        per-window tokens of the windows lying entirely in the region.
 
         Two exact forms: small regions are gathered per window
         (:func:`~mmvitaccel.ops.neighbourhood_windows`); regions holding at
@@ -201,21 +247,40 @@ class SemanticSwinBlockSequence(BaseModule):
             window (int): window side on the map.
             size (int): region side, ``>= window``.
             shortcut (Tensor, optional): residual, default ``queries``.
+            placement (str): ``'centred'`` or ``'inside'``
+                (:data:`~mmvitaccel.ops.windows.REGION_PLACEMENTS`).
+            semantic (tuple[Tensor, Tensor], optional): projected per-window
+                tokens on their grid ``(B, nh * t, nw * t, 2C)`` and their
+                validity ``(nh * t, nw * t)``, put before the image keys.
 
         Returns:
             Tensor: ``(B * nW, Lq, C)``.
         """
         B, H, W, C2 = kv_map.shape
         if min(size, H) * min(size, W) < DENSE_REGION_SHARE * H * W:
-            kv, key_valid = neighbourhood_windows(kv_map, valid, window, size)
+            kv, key_valid = neighbourhood_windows(kv_map, valid, window, size,
+                                                  placement)
+            if semantic is not None:
+                sem_kv, sem_valid = covered_token_windows(
+                    *semantic, valid, window, size, placement)
+                kv = torch.cat((sem_kv, kv), dim=1)
+                key_valid = torch.cat((sem_valid, key_valid), dim=1)
             return block(queries, kv, mask_or_none(key_valid), shortcut)
         N, Lq, C = queries.shape
-        mask = mask_or_none(neighbourhood_mask(valid, window, size))
-        if mask is not None:  # (nW, HW) -> one row per query, (1, nW*Lq, HW)
+        kv = kv_map.reshape(B, H * W, C2)
+        mask = neighbourhood_mask(valid, window, size, placement)
+        if semantic is not None:
+            grid, grid_valid = semantic
+            t = grid.shape[1] * window // H
+            kv = torch.cat((grid.reshape(B, -1, C2), kv), dim=1)
+            mask = torch.cat(
+                (covered_tokens_mask(valid, window, size, t, placement)
+                 & grid_valid.reshape(1, -1), mask), dim=1)
+        mask = mask_or_none(mask)
+        if mask is not None:  # (nW, Lk) -> one row per query, (1, nW*Lq, Lk)
             mask = mask.repeat_interleave(Lq, dim=0)[None]
-        out = block(
-            queries.reshape(B, -1, C), kv_map.reshape(B, H * W, C2), mask,
-            None if shortcut is None else shortcut.reshape(B, -1, C))
+        out = block(queries.reshape(B, -1, C), kv, mask,
+                    None if shortcut is None else shortcut.reshape(B, -1, C))
         return out.view(N, Lq, C)
 
     @staticmethod
