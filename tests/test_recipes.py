@@ -11,6 +11,18 @@ from .utils import (TINY_MODELS, assert_updated, parameter_updates,
                     trainable_state)
 
 EXPECTED_METRIC = {
+    'configs/asvit_deit_s_b050_in1k.py': 'accuracy/top1',
+    'configs/asvit_deit_s_r065_in1k.py': 'accuracy/top1',
+    'configs/asvit_deit_s_r044_in1k.py': 'accuracy/top1',
+    'configs/asvit_deit_t_r065_in1k.py': 'accuracy/top1',
+    'configs/sait_deit_s_d042_in1k.py': 'accuracy/top1',
+    'configs/sait_deit_s_v05_dino_in1k.py': 'accuracy/top1',
+    'configs/sait_deit_s_m07_deit_teacher_in1k.py': 'accuracy/top1',
+    'configs/stvit_deit_s_25tokens_in1k.py': 'accuracy/top1',
+    'configs/stvit_deit_s_36tokens_in1k.py': 'accuracy/top1',
+    'configs/stvit_deit_s_49tokens_in1k.py': 'accuracy/top1',
+    'configs/stvit_r_swin_s_authors_in1k.py': 'accuracy/top1',
+    'configs/stvit_r_swin_b_authors_in1k.py': 'accuracy/top1',
     'configs/_base_/swin_s_in1k.py': 'accuracy/top1',
     'configs/_base_/deit_s_in1k.py': 'accuracy/top1',
     'configs/_base_/swin_s_cascade_mask_rcnn_3x_coco.py': 'coco/segm_mAP',
@@ -57,7 +69,9 @@ EXPECTED_METRIC = {
 #: recipes with ``custom_hooks``: SaiT's DenseSparseAlternateHook, DeiT-B's
 #: EMAHook
 HOOKED = ('configs/sait_deit_s_m07_in1k.py', 'configs/sait_deit_s_v05_in1k.py',
-          'configs/stvit_deit_b_in1k.py')
+          'configs/stvit_deit_b_in1k.py', 'configs/sait_deit_s_d042_in1k.py',
+          'configs/sait_deit_s_m07_deit_teacher_in1k.py',
+          'configs/sait_deit_s_v05_dino_in1k.py')
 
 # an untrained detector scores below the recipe's threshold; keep its boxes
 # so that the COCO metric has something to evaluate
@@ -172,6 +186,9 @@ def _moving_average(runner, record):
 HOOK_EFFECTS = {
     'configs/sait_deit_s_m07_in1k.py': _dense_then_sparse,
     'configs/sait_deit_s_v05_in1k.py': _dense_then_sparse,
+    'configs/sait_deit_s_d042_in1k.py': _dense_then_sparse,
+    'configs/sait_deit_s_m07_deit_teacher_in1k.py': _dense_then_sparse,
+    'configs/sait_deit_s_v05_dino_in1k.py': _dense_then_sparse,
     'configs/stvit_deit_b_in1k.py': _moving_average,
 }
 

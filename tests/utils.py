@@ -367,6 +367,28 @@ TINY_MODELS['configs/pruned_deit_s_upernet_ade20k.py'] = {
 }
 
 
+# variants of the recipes above (paper variants, fixed-density and authors'
+# layout configs): the tiny model of the recipe they inherit
+for variant, parent in {
+        'configs/asvit_deit_s_b050_in1k.py': 'configs/asvit_deit_s_in1k.py',
+        'configs/asvit_deit_s_r065_in1k.py': 'configs/sait_deit_s_v05_in1k.py',
+        'configs/asvit_deit_s_r044_in1k.py': 'configs/sait_deit_s_v05_in1k.py',
+        'configs/asvit_deit_t_r065_in1k.py': 'configs/sait_deit_s_v05_in1k.py',
+        'configs/sait_deit_s_d042_in1k.py': 'configs/sait_deit_s_v05_in1k.py',
+        'configs/sait_deit_s_v05_dino_in1k.py': 'configs/sait_deit_s_m07_in1k.py',
+        'configs/sait_deit_s_m07_deit_teacher_in1k.py':
+        'configs/sait_deit_s_m07_in1k.py',
+        'configs/stvit_deit_s_25tokens_in1k.py': 'configs/stvit_deit_s_in1k.py',
+        'configs/stvit_deit_s_36tokens_in1k.py': 'configs/stvit_deit_s_in1k.py',
+        'configs/stvit_deit_s_49tokens_in1k.py': 'configs/stvit_deit_s_in1k.py',
+        'configs/stvit_r_swin_s_authors_in1k.py':
+        'configs/stvit_r_swin_s_in1k.py',
+        'configs/stvit_r_swin_b_authors_in1k.py':
+        'configs/stvit_r_swin_b_in1k.py',
+}.items():
+    TINY_MODELS[variant] = TINY_MODELS[parent]
+
+
 def random_readout(outputs, seed=0):
     """A scalar of the outputs whose gradient reaches every output element:
     a fixed random projection ``sum(out * R)``, ``R`` standard normal from
