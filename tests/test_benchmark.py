@@ -188,7 +188,7 @@ def test_cli_end_to_end(tmp_path):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'speed-up' in proc.stdout and 'candidate' in proc.stdout
-    data = json.loads(out.read_text())
+    (data, ) = json.loads(out.read_text())['results']
     assert data['order'] == ['baseline', 'candidate'] * 2
     assert data['settings']['threads'] == 1
     assert data['settings']['inputs']['candidate'] == '2x3x64x64'
@@ -206,8 +206,36 @@ def test_cli_model_part_in_process(tmp_path):
     res = cli.main([
         cand, '--baseline', base, '--part', 'model', '--shape', '64',
         '--rounds', '1', '--iters-per-round', '1', '--warmup', '0',
-        '--threads', '1'
+        '--threads', '1', '--batch-size', '1'
     ])
+    (res, ) = res
     assert res.names == ['baseline', 'candidate']
     assert res.settings['part'] == 'model'
     assert all(v > 0 for v in res.median.values())
+
+
+def test_cli_default_batch_sizes_one_run(tmp_path):
+    """One run measures batch 1 and batch 32 by default (the peers'
+    conventions), with the models built once."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        'bench_cli', osp.join(REPO, 'tools', 'analysis', 'benchmark.py'))
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    assert cli.parse_args(['c.py', '--baseline', 'b.py']).batch_size == [1, 32]
+    cand, base = _tiny_configs(tmp_path)
+    out = tmp_path / 'bench.json'
+    res = cli.main([
+        cand, '--baseline', base, '--shape', '32', '32', '--rounds', '1',
+        '--iters-per-round', '1', '--warmup', '0', '--threads', '1',
+        '--batch-size', '1', '3', '--out',
+        str(out)
+    ])
+    assert [r.settings['batch_size'] for r in res] == [1, 3]
+    assert [r.settings['inputs']['candidate'] for r in res] == [
+        '1x3x32x32', '3x3x32x32'
+    ]
+    data = json.loads(out.read_text())['results']
+    assert [d['settings']['batch_size'] for d in data] == [1, 3]
+    with pytest.raises(ValueError, match='--batch-size'):
+        cli.main([cand, '--baseline', base, '--batch-size', '0'])

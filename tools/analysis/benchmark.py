@@ -13,8 +13,14 @@ Examples::
         --baseline configs/_base_/deit_s_in1k.py --rounds 10
     python tools/analysis/benchmark.py CANDIDATE.py --baseline BASE.py \
         --part model --num-images 8 --batch-size 2 --out bench.json
+
+By default one run measures batch 1 and batch 32 (``--batch-size 1 32``),
+each batch size interleaved on its own, the models built once. ``--out``
+writes ``{"results": [one result per batch size]}``.
 """
 import argparse
+import json
+import os
 import os.path as osp
 import sys
 from itertools import cycle
@@ -45,7 +51,12 @@ def parse_args(argv=None):
         type=int,
         nargs='+',
         help='input size: H W (images) or T H W (video); toolbox default')
-    parser.add_argument('--batch-size', type=int, default=1)
+    parser.add_argument('--batch-size',
+                        type=int,
+                        nargs='+',
+                        default=[1, 32],
+                        help='one or more batch sizes, each measured in turn '
+                        '(default: 1 32)')
     parser.add_argument('--rounds', type=int, default=10)
     parser.add_argument('--iters-per-round', type=int, default=5)
     parser.add_argument('--warmup',
@@ -85,78 +96,98 @@ def parse_args(argv=None):
 
 
 def make_runner(cfg, checkpoint, args):
-    """Build one model and return ``(callable, toolbox, input description)``
-    where the callable runs one batch."""
+    """Build one model and return ``(runner_for, toolbox)``, where
+    ``runner_for(batch_size)`` gives ``(callable, input description)`` and
+    the callable runs one batch."""
     model = build_model(cfg, checkpoint, args.device)
     toolbox = toolbox_of(model, cfg)
     shape = parse_shape(args.shape, toolbox)
-    if args.part == 'backbone':
-        if getattr(model, 'backbone', None) is None:
-            raise ValueError(f'{type(model).__name__} has no backbone')
-        x = backbone_input(toolbox, shape, args.batch_size).to(args.device)
-        backbone = model.backbone
+    if args.part == 'backbone' and getattr(model, 'backbone', None) is None:
+        raise ValueError(f'{type(model).__name__} has no backbone')
+
+    def runner_for(batch_size):
+        if args.part == 'backbone':
+            x = backbone_input(toolbox, shape, batch_size).to(args.device)
+            backbone = model.backbone
+
+            def run():
+                with torch.no_grad():
+                    backbone(x)
+
+            return run, 'x'.join(map(str, x.shape))
+        if args.num_images > 0:
+            if args.num_images < batch_size:
+                raise ValueError(f'--num-images ({args.num_images}) must be '
+                                 f'>= every --batch-size ({batch_size})')
+            batches = real_data_batches(cfg, args.num_images, batch_size)
+            # full batches only, so that every call processes batch-size items
+            batches = [b for b in batches if len(b['inputs']) == batch_size]
+            desc = f'{len(batches) * batch_size} test samples'
+        else:
+            batches = [dummy_data_batch(toolbox, shape, batch_size)]
+            desc = 'dummy ' + 'x'.join(map(str, shape))
+        it = cycle(batches)
 
         def run():
             with torch.no_grad():
-                backbone(x)
+                model.test_step(next(it))
 
-        return run, toolbox, 'x'.join(map(str, x.shape))
-    if args.num_images > 0:
-        if args.num_images < args.batch_size:
-            raise ValueError('--num-images must be >= --batch-size')
-        batches = real_data_batches(cfg, args.num_images, args.batch_size)
-        # full batches only, so that every call processes batch-size items
-        batches = [b for b in batches if len(b['inputs']) == args.batch_size]
-        used = len(batches) * args.batch_size
-        desc = f'{used} test samples'
-    else:
-        batches = [dummy_data_batch(toolbox, shape, args.batch_size)]
-        desc = 'dummy ' + 'x'.join(map(str, shape))
-    it = cycle(batches)
+        return run, desc
 
-    def run():
-        with torch.no_grad():
-            model.test_step(next(it))
-
-    return run, toolbox, desc
+    return runner_for, toolbox
 
 
 def main(argv=None):
+    """Run the benchmark; returns one result per batch size."""
     args = parse_args(argv)
+    if any(b < 1 for b in args.batch_size):
+        raise ValueError(f'--batch-size must be >= 1, got {args.batch_size}')
     torch.set_num_threads(args.threads)
-    runs, inputs = {}, {}
+    factories = {}
     for name, path, ckpt in (('baseline', args.baseline,
                               args.baseline_checkpoint),
                              ('candidate', args.config, args.checkpoint)):
         cfg = load_config(path, args.cfg_options, args.tiny)
-        runs[name], toolbox, inputs[name] = make_runner(cfg, ckpt, args)
+        factories[name], toolbox = make_runner(cfg, ckpt, args)
     sync = torch.cuda.synchronize if args.device.startswith('cuda') else None
     unit = 'clips/s' if toolbox == 'mmaction' else 'img/s'
-    result = interleaved_benchmark(runs,
-                                   rounds=args.rounds,
-                                   iters_per_round=args.iters_per_round,
-                                   warmup=args.warmup,
-                                   items_per_call=args.batch_size,
-                                   baseline='baseline',
-                                   sync=sync,
-                                   progress=True,
-                                   settings=dict(candidate_config=args.config,
-                                                 baseline_config=args.baseline,
-                                                 part=args.part,
-                                                 inputs=inputs,
-                                                 batch_size=args.batch_size,
-                                                 threads=args.threads,
-                                                 device=args.device,
-                                                 unit=unit))
-    print(f'candidate: {args.config}\nbaseline:  {args.baseline}\n'
-          f'part: {args.part}, inputs: {inputs["candidate"]}, batch '
-          f'{args.batch_size}, {args.threads} threads, {args.rounds} rounds x '
-          f'{args.iters_per_round} iters, warm-up {args.warmup}')
-    print(result.format(unit))
+    results = []
+    for batch_size in args.batch_size:
+        runs, inputs = {}, {}
+        for name, factory in factories.items():
+            runs[name], inputs[name] = factory(batch_size)
+        result = interleaved_benchmark(
+            runs,
+            rounds=args.rounds,
+            iters_per_round=args.iters_per_round,
+            warmup=args.warmup,
+            items_per_call=batch_size,
+            baseline='baseline',
+            sync=sync,
+            progress=True,
+            settings=dict(candidate_config=args.config,
+                          baseline_config=args.baseline,
+                          part=args.part,
+                          inputs=inputs,
+                          batch_size=batch_size,
+                          threads=args.threads,
+                          device=args.device,
+                          unit=unit))
+        print(f'candidate: {args.config}\nbaseline:  {args.baseline}\n'
+              f'part: {args.part}, inputs: {inputs["candidate"]}, batch '
+              f'{batch_size}, {args.threads} threads, {args.rounds} rounds '
+              f'x {args.iters_per_round} iters, warm-up {args.warmup}')
+        print(result.format(unit))
+        results.append(result)
     if args.out:
-        result.dump(args.out)
+        dirname = osp.dirname(osp.abspath(args.out))
+        os.makedirs(dirname, exist_ok=True)
+        with open(args.out, 'w') as f:
+            json.dump(dict(results=[r.to_dict() for r in results]),
+                      f,
+                      indent=2)
         print(f'written to {args.out}')
-    return result
+    return results
 
 
 if __name__ == '__main__':
