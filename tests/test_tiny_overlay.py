@@ -152,3 +152,26 @@ def test_tiny_keeps_a_dataset_made_with_another_seed(tmp_path):
     marker = (tmp_path / 'ade20k' / '.tiny_data.json').read_text()
     assert tiny_data_root('ade20k', str(tmp_path)) == made
     assert (tmp_path / 'ade20k' / '.tiny_data.json').read_text() == marker
+
+
+def test_shared_pipeline_objects_scaled_once(tiny_data_dir, tmp_path):
+    """Loaders whose pipelines come from one base variable
+    (``{{_base_.x}}``, which mmengine substitutes by shared objects) are
+    each rewritten once: the shared transforms are not scaled once per
+    loader that holds them (they were: 256 px became 64, not 128)."""
+    (tmp_path / 'base.py').write_text(
+        f"_base_ = {SWIN_IN1K!r}\n"
+        "helper_pipeline = [dict(type='LoadImageFromFile'), "
+        "dict(type='ResizeEdge', scale=256, edge='short'), "
+        "dict(type='CenterCrop', crop_size=224), dict(type='PackInputs')]\n")
+    (tmp_path / 'child.py').write_text(
+        "_base_ = './base.py'\n"
+        "val_dataloader = dict(dataset=dict("
+        "pipeline={{_base_.helper_pipeline}}))\n"
+        "test_dataloader = dict(dataset=dict("
+        "pipeline={{_base_.helper_pipeline}}))\n")
+    cfg = Config.fromfile(str(tmp_path / 'child.py'))
+    out = tinyfy_config(cfg, data_root=str(tiny_data_dir), scale=0.5)
+    for name in ('val_dataloader', 'test_dataloader'):
+        resize, crop = out[name].dataset.pipeline[1:3]
+        assert (resize.scale, crop.crop_size) == (128, 112), name

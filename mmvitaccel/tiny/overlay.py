@@ -330,9 +330,13 @@ def tinyfy_config(cfg, cfg_options=None, **overrides):
 
     kinds = set()
     for name in _DATALOADERS:
-        loader = cfg.get(name)
-        if not loader:
+        if not cfg.get(name):
             continue
+        # a loader of its own: configs may share pipeline or dataset objects
+        # between loaders (or with helper keys), which would otherwise be
+        # rewritten once per loader that holds them
+        loader = copy.deepcopy(cfg.get(name))
+        cfg[name] = loader
         dataset = loader['dataset']
         kind = opts['kind'] or _dataset_kind(dataset)
         kinds.add(kind)
