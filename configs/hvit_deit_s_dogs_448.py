@@ -8,7 +8,9 @@
 #   python tools/data/folder_to_lists.py data/stanford_dogs train val
 #   data/stanford_dogs/meta/{train,val}.txt  "<class>/<image>.jpg <label>"
 #   data/stanford_dogs/{train,val}/<class>/<image>.jpg
-_base_ = './hvit_deit_s_cifar100_384.py'
+_base_ = [
+    './hvit_deit_s_cifar100_384.py', './_base_/datasets/stanford_dogs_448.py'
+]
 
 img_size = 448
 num_classes = 120
@@ -16,34 +18,6 @@ model = dict(
     backbone=dict(img_size=img_size), head=dict(num_classes=num_classes))
 data_preprocessor = dict(num_classes=num_classes)
 
-data_root = 'data/stanford_dogs'
-train_dataloader = dict(
-    batch_size=32,
-    dataset=dict(
-        data_root=data_root,
-        pipeline=[
-            dict(type='LoadImageFromFile'),
-            dict(
-                type='RandomResizedCrop',
-                scale=img_size,
-                backend='pillow',
-                interpolation='bicubic'),
-            dict(type='RandomFlip', prob=0.5, direction='horizontal'),
-            dict(type='PackInputs'),
-        ]))
-val_dataloader = dict(
-    batch_size=32,
-    dataset=dict(
-        data_root=data_root,
-        pipeline=[
-            dict(type='LoadImageFromFile'),
-            dict(
-                type='ResizeEdge',
-                scale=int(img_size * 256 / 224),
-                edge='short',
-                backend='pillow',
-                interpolation='bicubic'),
-            dict(type='CenterCrop', crop_size=img_size),
-            dict(type='PackInputs'),
-        ]))
+train_dataloader = {{_base_.dogs_train_dataloader}}
+val_dataloader = {{_base_.dogs_val_dataloader}}
 test_dataloader = val_dataloader

@@ -1,7 +1,10 @@
 # Fine-tune hMHSA + cFFN PVTv2-b1 on Stanford Dogs (120 classes) at 448x448,
 # the paper's transfer set-up, with the model and recipe of
-# hvit_pvtv2_b1_cifar100_384.py and the data of hvit_deit_s_dogs_448.py.
-_base_ = './hvit_pvtv2_b1_cifar100_384.py'
+# hvit_pvtv2_b1_cifar100_384.py and the data of
+# _base_/datasets/stanford_dogs_448.py.
+_base_ = [
+    './hvit_pvtv2_b1_cifar100_384.py', './_base_/datasets/stanford_dogs_448.py'
+]
 
 img_size = 448
 num_classes = 120
@@ -9,34 +12,6 @@ num_classes = 120
 model = dict(head=dict(num_classes=num_classes))
 data_preprocessor = dict(num_classes=num_classes)
 
-data_root = 'data/stanford_dogs'
-train_dataloader = dict(
-    batch_size=32,
-    dataset=dict(
-        data_root=data_root,
-        pipeline=[
-            dict(type='LoadImageFromFile'),
-            dict(
-                type='RandomResizedCrop',
-                scale=img_size,
-                backend='pillow',
-                interpolation='bicubic'),
-            dict(type='RandomFlip', prob=0.5, direction='horizontal'),
-            dict(type='PackInputs'),
-        ]))
-val_dataloader = dict(
-    batch_size=32,
-    dataset=dict(
-        data_root=data_root,
-        pipeline=[
-            dict(type='LoadImageFromFile'),
-            dict(
-                type='ResizeEdge',
-                scale=int(img_size * 256 / 224),
-                edge='short',
-                backend='pillow',
-                interpolation='bicubic'),
-            dict(type='CenterCrop', crop_size=img_size),
-            dict(type='PackInputs'),
-        ]))
+train_dataloader = {{_base_.dogs_train_dataloader}}
+val_dataloader = {{_base_.dogs_val_dataloader}}
 test_dataloader = val_dataloader
