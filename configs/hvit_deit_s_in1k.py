@@ -5,7 +5,10 @@
 # the centre tap only) and cFFN (t = 0.5, r = 2: k = 0.5 * 4 * 384 / 5 = 154).
 # Switches: model.backbone.hmhsa / cffn (True, False or layer indices),
 # model.backbone.deploy=True for the folded form of tools/reparameterize.py.
-_base_ = 'mmpretrain::deit/deit-small_4xb256_in1k.py'
+_base_ = [
+    'mmpretrain::deit/deit-small_4xb256_in1k.py',
+    './_base_/schedules/min_lr_tail_300e.py'
+]
 
 custom_imports = dict(imports=['mmvitaccel'], allow_failed_imports=False)
 
@@ -24,30 +27,8 @@ model = dict(
         deploy=False),
     head=dict(in_channels=384))
 
-# The paper's evaluation protocol: 10 extra epochs at the minimum LR, top-1
-# averaged over them by MinLRAverageHook. mmengine updates the LR at the
-# steps begin..end-1, so end=301 with T_max=280 sets eta_min at epoch 300
-# (0-based) and keeps it for epochs 300-309. The paper states it for its Tiny-ImageNet study
-# ("we train the model at the minimum learning rate for an extra 10
-# epochs"); we apply it to every hMHSA/cFFN recipe. Upstream recipe: set
-# train_cfg.max_epochs=300 and drop the hook.
-param_scheduler = [
-    dict(
-        type='LinearLR',
-        start_factor=1e-3,
-        by_epoch=True,
-        end=20,
-        convert_to_iter_based=True),
-    dict(
-        type='CosineAnnealingLR',
-        eta_min=1e-5,
-        by_epoch=True,
-        begin=20,
-        end=301,
-        T_max=280)
-]
-train_cfg = dict(max_epochs=310)
-custom_hooks = [
-    dict(type='mmvitaccel.MinLRAverageHook', epochs=10,
-         metric='accuracy/top1')
-]
+# The paper's evaluation protocol (10 extra epochs at the minimum LR, top-1
+# averaged over them): _base_/schedules/min_lr_tail_300e.py.
+param_scheduler = {{_base_.min_lr_300e_scheduler}}
+train_cfg = {{_base_.min_lr_300e_train_cfg}}
+custom_hooks = {{_base_.min_lr_300e_hooks}}

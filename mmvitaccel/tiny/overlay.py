@@ -335,8 +335,9 @@ def tinyfy_config(cfg, cfg_options=None, **overrides):
         # a loader of its own: configs may share pipeline or dataset objects
         # between loaders (or with helper keys), which would otherwise be
         # rewritten once per loader that holds them
-        loader = copy.deepcopy(cfg.get(name))
-        cfg[name] = loader
+        # (set first, then read back: setting converts the dict anew)
+        cfg[name] = copy.deepcopy(cfg.get(name))
+        loader = cfg.get(name)
         dataset = loader['dataset']
         kind = opts['kind'] or _dataset_kind(dataset)
         kinds.add(kind)
