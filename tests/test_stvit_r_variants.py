@@ -131,15 +131,19 @@ def test_reuse_config_has_the_parent_names():
 # --- without dumbbell units --------------------------------------------------
 
 def test_single_layout_roles_of_swin_s():
-    roles = ('swin', ) * 5 + ('stgm1', 'stgm2') + (
-        'semantic_local', 'semantic_global') * 5 + ('recovery', )
-    assert stage_roles('single', 18, stgm_index=5) == roles
+    semantic = ('semantic_local', 'semantic_global') * 5
+    head = ('swin', ) * 5 + ('stgm1', 'stgm2')
+    assert stage_roles('single', 18, stgm_index=5, num_recovery=1) == \
+        head + semantic + ('recovery', )
+    roles = head + semantic[:9] + ('recovery', ) * 2
+    assert stage_roles('single', 18, stgm_index=5, num_recovery=2) == roles
     cfg = Config.fromfile(
         osp.join(REPO, 'configs', 'stvit_r_swin_s_nodumbbell_coco.py'))
     model = _backbone(cfg)
     stage = model.stages[2]
     assert type(stage) is SingleRecoverySwinBlockSequence
-    assert model.roles == roles and stage.stgm_index == 5
+    assert model.roles == roles
+    assert (stage.stgm_index, stage.num_recovery) == (5, 2)
     for i, block in enumerate(stage.blocks):
         if i < 5:  # Swin's own blocks, shifts as Swin: W, SW, W, SW, W
             assert type(block) is SwinBlock
@@ -167,16 +171,18 @@ def test_single_layout_runs_the_blocks_in_their_roles():
     assert all(tokens[i] == 70 for i in range(5))  # Swin: the 10x7 map
     assert tokens[5] in (9, 18) and tokens[6] in (9, 18)  # STGM
     assert tokens[7] == tokens[9] == 9  # local: one window's 3x3
-    assert tokens[8] == tokens[10] == 18  # global: 2 windows x 9
-    assert tokens[11] in (49, 98)  # recovery: image windows
+    assert tokens[8] == 18  # global: 2 windows x 9
+    assert tokens[10] in (49, 98) and tokens[11] in (49, 98)  # recovery
 
 
-@pytest.mark.parametrize('kwargs', [dict(), dict(pooling='intra_inter'),
-                                    AUTHORS])
+@pytest.mark.parametrize('kwargs', [
+    dict(), dict(pooling='intra_inter', stgm_index=6, num_recovery=1),
+    AUTHORS])
 def test_single_layout_shapes_padding_and_gradients(kwargs, monkeypatch):
     model = _build(layout='single', **kwargs)
     x = torch.randn(1, 3, 150, 100)  # stage 3: 10x7 -> padded to 14x7
-    ref = _build(**kwargs)
+    ref = _build(**{k: v for k, v in kwargs.items()
+                    if k not in ('stgm_index', 'num_recovery')})
     assert [o.shape for o in model(x)] == [o.shape for o in ref(x)]
     assert_padding_invariant(model, x, dumbbell_swin_stage, monkeypatch)
     model.train()
@@ -254,8 +260,11 @@ def test_reuse_shapes_padding_and_every_parameter_used(kwargs, monkeypatch):
      "layout='single' has one STGM"),
     (dict(layout='single', mask_padding=False), ValueError,
      'mask_padding=False'),
+    (dict(num_recovery=2), ValueError, "drop num_recovery"),
+    (dict(layout='single', num_recovery=0), ValueError,
+     r'num_recovery must be an int in 1\.\.10'),
     (dict(layout='single', stgm_index=10), ValueError,
-     r'stgm_index must be an int in 0\.\.9'),
+     r'stgm_index must be an int in 0\.\.8'),
     (dict(layout='single', stgm_index=5.0), TypeError, 'stgm_index'),
 ])
 def test_bad_variant_options_fail_at_build(kwargs, error, match):

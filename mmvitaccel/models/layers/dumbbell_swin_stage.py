@@ -30,7 +30,8 @@ UNIT_LAYOUT = ('image', 'stgm1', 'stgm2', 'semantic_local', 'semantic_global',
 REUSE_SOURCES = ('previous_unit', 'first_stgm')
 
 
-def stage_roles(layout, depth, num_units=0, stgm_index=None):
+def stage_roles(layout, depth, num_units=0, stgm_index=None,
+                num_recovery=1):
     """The role of every block of an STViT-R stage of ``depth`` blocks.
 
     Roles: ``'swin'`` (the upstream Swin block, kept with its shift),
@@ -42,21 +43,22 @@ def stage_roles(layout, depth, num_units=0, stgm_index=None):
         layout (str): ``'dumbbell'``: ``num_units`` units of
             :data:`UNIT_LAYOUT` from the start, then ``'swin'`` blocks;
             ``'single'``: ``'swin'`` blocks up to ``stgm_index``, the STGM,
-            semantic blocks alternating local/global (local first), and one
-            ``'recovery'`` block last.
+            semantic blocks alternating local/global (local first), and
+            ``num_recovery`` ``'recovery'`` blocks last.
         depth (int): blocks in the stage.
         num_units (int): ``'dumbbell'`` only.
         stgm_index (int | None): ``'single'`` only, 0-based STGM-1 block.
+        num_recovery (int): ``'single'`` only, recovery blocks at the end.
 
     Returns:
         tuple[str]: one role per block.
     """
     if layout == 'dumbbell':
         return UNIT_LAYOUT * num_units + ('swin', ) * (depth - 6 * num_units)
-    semantic = depth - stgm_index - 3
+    semantic = depth - stgm_index - 2 - num_recovery
     return (('swin', ) * stgm_index + ('stgm1', 'stgm2') + tuple(
         ('semantic_local', 'semantic_global')[j % 2]
-        for j in range(semantic)) + ('recovery', ))
+        for j in range(semantic)) + ('recovery', ) * num_recovery)
 
 
 class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
@@ -203,11 +205,12 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
                     sem_valid).view(shape)
         return sem
 
-    def recover(self, block, windows, sem, sem_valid, shape):
-        """Recovery: ``X = MHA(X, S_r, S_r) + X`` on the semantic grid.
+    def recover(self, blocks, windows, sem, sem_valid, shape):
+        """Recovery: ``X = MHA(X, S_r, S_r) + X`` on the semantic grid, by
+        each block in turn (the same ``S``).
 
         Args:
-            block (CrossAttentionSwinBlock): the recovery block.
+            blocks (Sequence[CrossAttentionSwinBlock]): recovery blocks.
             windows (Tensor): image windows ``(B * nW, w * w, C)``.
             sem (Tensor): ``(B * nW, w_s^2, C)``.
             sem_valid (Tensor): ``(nW, w_s^2)`` bool.
@@ -219,11 +222,12 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         w, s = self.window_size, self.semantic_window
         _, Hp, Wp, _ = shape
         nh, nw = Hp // w, Wp // w
-        grid = window_reverse(block.key_values(sem), s, nh * s, nw * s)
         grid_valid = window_reverse(sem_valid[..., None], s, nh * s,
                                     nw * s)[0, ..., 0]
-        windows = self.attend_regions(block, windows, grid, grid_valid, s,
-                                      self.recovery_window)
+        for block in blocks:
+            grid = window_reverse(block.key_values(sem), s, nh * s, nw * s)
+            windows = self.attend_regions(block, windows, grid, grid_valid,
+                                          s, self.recovery_window)
         return window_reverse(windows, w, Hp, Wp)
 
     def _unit(self, u, x, valid, initial=None):
@@ -243,7 +247,7 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         generated = (sem, sem_valid)
         # semantic blocks: local (one window's s*s tokens), then global
         sem = self.attend_semantic((local, glob), sem, sem_valid)
-        x = self.recover(recovery, windows, sem, sem_valid, x.shape)
+        x = self.recover((recovery, ), windows, sem, sem_valid, x.shape)
         return x, generated, (sem, sem_valid)
 
     def _output(self, x, hw_shape):
@@ -304,11 +308,12 @@ class SingleRecoverySwinBlockSequence(DumbbellSwinBlockSequence):
     """
 
     def __init__(self, blocks, downsample, stgm_index, recovery_window,
-                 **kwargs):
+                 num_recovery=1, **kwargs):
         super().__init__(blocks, downsample, num_units=1,
                          recovery_window=recovery_window, mask_padding=True,
                          **kwargs)
         self.stgm_index = stgm_index
+        self.num_recovery = num_recovery
 
     def forward(self, x, hw_shape):
         """Same contract as :meth:`DumbbellSwinBlockSequence.forward`."""
@@ -320,6 +325,7 @@ class SingleRecoverySwinBlockSequence(DumbbellSwinBlockSequence):
         x, valid = pad_to_multiple(x.view(B, H, W, C), self.window_size)
         windows, sem, sem_valid = self.generate(0, self.blocks[i],
                                                 self.blocks[i + 1], x, valid)
-        sem = self.attend_semantic(self.blocks[i + 2:-1], sem, sem_valid)
-        x = self.recover(self.blocks[-1], windows, sem, sem_valid, x.shape)
+        r = len(self.blocks) - self.num_recovery
+        sem = self.attend_semantic(self.blocks[i + 2:r], sem, sem_valid)
+        x = self.recover(self.blocks[r:], windows, sem, sem_valid, x.shape)
         return self._output(x[:, :H, :W].reshape(B, H * W, C), hw_shape)
