@@ -10,7 +10,7 @@ from mmvitaccel.models import STViTSwinTransformer3D  # before mmaction
 from mmvitaccel.models import (DGSSASwinTransformer, HViTDeiT,  # noqa: I100
                                HViTSwinTransformer, STViTRSwinTransformer,
                                STViTSwinTransformer, TokenRestoreNeck)
-from mmvitaccel.models.backbones import stvit_r_swin
+from mmvitaccel.models.layers import dumbbell_swin_stage
 from mmvitaccel.models.layers import (HallucinatedMultiheadAttention,
                                       compact_ffn, resolve_hmhsa_stages)
 from mmvitaccel.models.layers.hmhsa_attention import square_grid
@@ -221,9 +221,9 @@ def test_mask_padding_off_depends_on_the_padding(monkeypatch):
     invariant."""
     masked, plain = _stvit_r_pair()
     x = torch.randn(1, 3, 150, 100)
-    assert_padding_invariant(masked, x, stvit_r_swin, monkeypatch)
+    assert_padding_invariant(masked, x, dumbbell_swin_stage, monkeypatch)
     with pytest.raises(AssertionError):
-        assert_padding_invariant(plain, x, stvit_r_swin, monkeypatch)
+        assert_padding_invariant(plain, x, dumbbell_swin_stage, monkeypatch)
 
 
 # --- error paths -------------------------------------------------------------

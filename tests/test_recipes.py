@@ -30,6 +30,8 @@ EXPECTED_METRIC = {
     'configs/_base_/swin_t_k400.py': 'acc/top1',
     'configs/stvit_r_swin_s_coco.py': 'coco/segm_mAP',
     'configs/stvit_r_swin_b_coco.py': 'coco/segm_mAP',
+    'configs/stvit_r_swin_s_nodumbbell_coco.py': 'coco/segm_mAP',
+    'configs/stvit_r_swin_s_reuse_coco.py': 'coco/segm_mAP',
     'configs/_base_/swin_b_cascade_mask_rcnn_3x_coco.py': 'coco/segm_mAP',
     'configs/stvit_r_swin_s_in1k.py': 'accuracy/top1',
     'configs/stvit_r_swin_b_in1k.py': 'accuracy/top1',
@@ -82,6 +84,10 @@ PREDICT_ALL = {
     dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
     'configs/stvit_r_swin_b_coco.py':
     dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
+    'configs/stvit_r_swin_s_nodumbbell_coco.py':
+    dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
+    'configs/stvit_r_swin_s_reuse_coco.py':
+    dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
     'configs/_base_/swin_b_cascade_mask_rcnn_3x_coco.py':
     dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
     'configs/dgssa_swin_s_coco.py':
@@ -98,6 +104,8 @@ SLOW = {
     'configs/_base_/swin_b_cascade_mask_rcnn_3x_coco.py',
     'configs/stvit_r_swin_s_coco.py',
     'configs/stvit_r_swin_b_coco.py',
+    'configs/stvit_r_swin_s_nodumbbell_coco.py',
+    'configs/stvit_r_swin_s_reuse_coco.py',
     'configs/dgssa_swin_s_coco.py',
     'configs/_base_/swin_s_upernet_ade20k.py',
     'configs/dgssa_swin_s_upernet_ade20k.py',

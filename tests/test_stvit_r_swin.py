@@ -7,7 +7,7 @@ from mmengine.config import ConfigDict
 import mmvitaccel  # noqa: F401
 from mmvitaccel.models import STViTRSwinTransformer
 from mmvitaccel.analysis.flops import count_flops
-from mmvitaccel.models.backbones import stvit_r_swin
+from mmvitaccel.models.layers import dumbbell_swin_stage
 from mmvitaccel.models.layers import semantic_swin_stage
 from mmvitaccel.models.utils import SWIN_ARCHS
 
@@ -63,7 +63,7 @@ def test_outputs_do_not_depend_on_padding(pooling, share, monkeypatch):
             for p in pooler.parameters():
                 torch.nn.init.normal_(p)
     x = torch.randn(1, 3, 150, 100)  # stage 3: 10x7 -> padded to 14x7
-    assert_padding_invariant(ours, x, stvit_r_swin, monkeypatch)
+    assert_padding_invariant(ours, x, dumbbell_swin_stage, monkeypatch)
 
 
 @pytest.mark.parametrize('size', [(150, 100), (320, 448)])

@@ -10,7 +10,7 @@ import torch
 
 from mmvitaccel.models import (STViTRSwinTransformer, STViTSwinTransformer,
                                STViTSwinTransformer3D)
-from mmvitaccel.models.backbones import stvit_r_swin
+from mmvitaccel.models.layers import dumbbell_swin_stage
 from mmvitaccel.models.layers import semantic_swin_stage
 from mmvitaccel.ops import pad_to_multiple, window_reverse
 
@@ -138,7 +138,7 @@ def test_gradients_reach_s1_through_the_keys(share, monkeypatch):
 BACKBONES = {
     'stvit': (STViTSwinTransformer, semantic_swin_stage,
               dict(**TINY, stgm_index=1, out_indices=(2, 3)), (150, 100)),
-    'stvit_r': (STViTRSwinTransformer, stvit_r_swin, dict(**TINY),
+    'stvit_r': (STViTRSwinTransformer, dumbbell_swin_stage, dict(**TINY),
                 (150, 100)),
     'video': (STViTSwinTransformer3D, semantic_swin_stage,
               dict(arch=dict(embed_dims=32, depths=(1, 1, 4, 1),

@@ -387,6 +387,19 @@ for variant, parent in {
         'configs/stvit_r_swin_b_in1k.py',
 }.items():
     TINY_MODELS[variant] = TINY_MODELS[parent]
+# the STViT-R ablations of the paper's Table 9: the tiny COCO model with room
+# for their layouts (two units to reuse tokens across; Swin, STGM, semantic
+# and two recovery blocks in a stage of 6)
+TINY_MODELS.update({
+    'configs/stvit_r_swin_s_nodumbbell_coco.py': {
+        **TINY_MODELS['configs/stvit_r_swin_s_coco.py'],
+        'model.backbone.stgm_index': 1,
+    },
+    'configs/stvit_r_swin_s_reuse_coco.py': {
+        **TINY_MODELS['configs/stvit_r_swin_s_coco.py'],
+        'model.backbone.depths': [1, 1, 12, 1],
+    },
+})
 
 
 def random_readout(outputs, seed=0):

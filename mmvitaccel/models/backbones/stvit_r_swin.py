@@ -6,165 +6,39 @@ released detection code; ``docs/stvit_design.md`` records the facts, and
 where we differ (padding is masked everywhere, so outputs do not depend on
 it).
 """
-import contextlib
-
-import torch.nn as nn
 from mmdet.models.backbones.swin import ShiftWindowMSA, SwinTransformer
 from mmengine.model import ModuleList
 
-from ...ops import check_choice, pad_to_multiple, window_reverse
+from ...ops import check_choice
 from ...registry import MODELS
 from ..layers import MaskedWindowSwinBlock
-from ..layers.semantic_swin_stage import SemanticSwinBlockSequence
+from ..layers.dumbbell_swin_stage import (  # noqa: F401 (re-exported)
+    REUSE_SOURCES, UNIT_LAYOUT, DumbbellSwinBlockSequence,
+    SingleRecoverySwinBlockSequence, stage_roles)
 from ..layers.stvit_authors import (ConvStem,
                                     LayerScaleCrossAttentionSwinBlock,
-                                    UnshiftedSmallMapMSA, authors_stgm)
+                                    UnshiftedSmallMapMSA)
 from ..utils import check_in_channels, check_int
 from ..utils.stvit_checkpoint import stvit_r_state_dict
 from .stvit_swin import SemanticSwinTransformer
-
-#: roles of the 6 blocks of a dumbbell unit
-UNIT_LAYOUT = ('image', 'stgm1', 'stgm2', 'semantic_local', 'semantic_global',
-               'recovery')
 
 #: allowed values of the options of the authors' layout
 STEMS = ('patch', 'conv')
 STGM_FORMS = ('paper', 'authors')
 CENTRE_UNITS = ('all', 'first')
 
+#: stage layouts: dumbbell units (the paper's STViT-R) or one STGM and one
+#: recovery (its Table 9 "without dumbbell units")
+LAYOUTS = ('dumbbell', 'single')
 
-class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
-    """A Swin stage whose first ``6 * num_units`` blocks form dumbbell units.
+#: ``layout='single'``: 0-based STGM-1 block, the paper's "6th and 7th"
+#: layers read 1-based (as its "11th and 12th" of STViT-Swin-S)
+SINGLE_STGM_INDEX = 5
 
-    One unit, with ``X`` the image tokens of the padded map and ``S`` the
-    semantic tokens (``w_s x w_s`` per ``w x w`` window):
-
-    1. image block: ``X = W-MSA(X)`` (padded keys masked);
-    2. STGM-1: ``P = pool(X)`` per window, ``S1 = MHA(P, X_k1, X_k1) + P``
-       with ``X_k1`` the ``k1 x k1`` region around the window;
-    3. STGM-2: ``S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + S1`` (``G``
-       optional; ``stgm2_keys='image'``: keys ``X_k2`` only);
-    4. semantic local: attention among the ``w_s x w_s`` tokens of a window;
-    5. semantic global: attention among all semantic tokens of the image;
-    6. recovery: ``X = MHA(X, S_r, S_r) + X``, each image window attending
-       to the ``r x r`` neighbourhood of its cell on the semantic grid.
-
-    Every block ends with its FFN. The remaining blocks of the stage run as
-    upstream Swin blocks. The stage keeps Swin's module names
-    (``blocks.{i}``, ``downsample``) so that Swin checkpoints load.
-
-    Args:
-        blocks (ModuleList): all blocks of the stage, dumbbells first.
-        downsample (nn.Module | None): the patch merging after the stage.
-        num_units (int): dumbbell units at the start of ``blocks``.
-        recovery_window (int): ``r``, semantic neighbourhood of recovery.
-        mask_padding (bool): mask padded image tokens in the image blocks.
-        stgm_form (str): ``'paper'`` (the equations above) or
-            ``'authors'`` (the released classification code, see
-            :meth:`generate_authors`).
-        centre_units (str): ``'all'``: every unit adds its own ``G``;
-            ``'first'``: only the first unit has ``G``.
-        kv_per_region (bool): ``'authors'`` form only: normalise and project
-            the keys/values of every gathered region (the authors' cost)
-            instead of projecting the map once and gathering (same values).
-        **kwargs: ``window_size``, ``semantic_window``, ``key_windows``,
-            ``pooling``, ``embed_dims``, ``global_centres`` of
-            :class:`SemanticSwinBlockSequence` (one STGM per unit).
-    """
-
-    def __init__(self, blocks, downsample, num_units, recovery_window,
-                 mask_padding, stgm_form='paper', centre_units='all',
-                 kv_per_region=False, **kwargs):
-        super().__init__(blocks, num_stgm=num_units, **kwargs)
-        self.downsample = downsample
-        self.num_units = num_units
-        self.recovery_window = recovery_window
-        self.mask_padding = mask_padding
-        self.stgm_form = stgm_form
-        self.kv_per_region = kv_per_region
-        if centre_units == 'first' and self.global_centres is not None:
-            self.global_centres = nn.ParameterList(
-                list(self.global_centres)[:1])
-
-    def _centres(self, g):
-        """``G`` of unit ``g``, or None."""
-        if self.global_centres is None or g >= len(self.global_centres):
-            return None
-        return self.global_centres[g]
-
-    @contextlib.contextmanager
-    def _without_centres(self):
-        """Hide ``G`` from the paper-form STGM of a unit that has none."""
-        centres = self.global_centres
-        self.global_centres = None
-        try:
-            yield
-        finally:
-            self.global_centres = centres
-
-    def generate(self, g, stgm1, stgm2, x, valid):
-        """STGM of unit ``g``: the paper's form
-        (:meth:`SemanticSwinBlockSequence.generate`) or the authors'
-        (:meth:`generate_authors`); same arguments and returns."""
-        if self.stgm_form == 'authors':
-            return self.generate_authors(g, stgm1, stgm2, x, valid)
-        if self.global_centres is not None and self._centres(g) is None:
-            with self._without_centres():
-                return super().generate(g, stgm1, stgm2, x, valid)
-        return super().generate(g, stgm1, stgm2, x, valid)
-
-    def generate_authors(self, g, stgm1, stgm2, x, valid):
-        """STGM of unit ``g`` in the form of the authors' released code:
-        :func:`~mmvitaccel.models.layers.stvit_authors.authors_stgm`."""
-        return authors_stgm(self, g, self._centres(g), stgm1, stgm2, x,
-                            valid)
-
-    def _unit(self, u, x, valid):
-        """Run dumbbell unit ``u`` on the padded map ``x (B, Hp, Wp, C)``."""
-        img, stgm1, stgm2, local, glob, recovery = self.blocks[6 * u:6 * u +
-                                                               6]
-        w, s = self.window_size, self.semantic_window
-        B, Hp, Wp, C = x.shape
-        nh, nw = Hp // w, Wp // w
-        x = img(x, valid if self.mask_padding else None)
-        # STGM: P = pool(X), S1 = MHA(P, X_k1, X_k1) + P,
-        # S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + S1
-        windows, sem, sem_valid = self.generate(u, stgm1, stgm2, x, valid)
-        # semantic blocks: local (one window's s*s tokens), then global
-        sem = self.attend_local(local, sem, sem_valid)
-        sem = self.attend_global(glob, sem.reshape(B, -1, C), sem_valid)
-        sem = sem.view(B * nh * nw, s * s, C)
-        # recovery: X = MHA(X, S_r, S_r) + X on the semantic grid
-        grid = window_reverse(recovery.key_values(sem), s, nh * s, nw * s)
-        grid_valid = window_reverse(sem_valid[..., None], s, nh * s,
-                                    nw * s)[0, ..., 0]
-        windows = self.attend_regions(recovery, windows, grid, grid_valid, s,
-                                      self.recovery_window)
-        return window_reverse(windows, w, Hp, Wp)
-
-    def forward(self, x, hw_shape):
-        """Same contract as mmdet's ``SwinBlockSequence.forward``.
-
-        Args:
-            x (Tensor): ``(B, H * W, C)`` tokens.
-            hw_shape (tuple[int, int]): ``(H, W)``.
-
-        Returns:
-            tuple: ``(x_down, down_hw_shape, x, hw_shape)``.
-        """
-        if self.num_units:
-            B, L, C = x.shape
-            H, W = hw_shape
-            x, valid = pad_to_multiple(x.view(B, H, W, C), self.window_size)
-            for u in range(self.num_units):
-                x = self._unit(u, x, valid)
-            x = x[:, :H, :W].reshape(B, H * W, C)
-        for block in self.blocks[6 * self.num_units:]:
-            x = block(x, hw_shape)
-        if self.downsample:
-            x_down, down_hw_shape = self.downsample(x, hw_shape)
-            return x_down, down_hw_shape, x, hw_shape
-        return x, hw_shape, x, hw_shape
+#: ``layout='single'``: recovery blocks at the end, the paper's "the last
+#: transformer layers" (plural); 2 brings the FLOPs closest to the full
+#: model's, as the paper requires (``docs/stvit.md``)
+SINGLE_NUM_RECOVERY = 2
 
 
 @MODELS.register_module()
@@ -237,6 +111,31 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
             exactly one window (Swin's last stage at 224 px) under the shift
             mask; False: leave such maps unshifted, as the official Swin
             (and the authors' code) does.
+        layout (str): ``'dumbbell'`` (the paper's STViT-R) or
+            ``'single'``, its Table 9 ablation "STViT-R without dumbbell
+            units, i.e., STViT equipped with only the recovery module. We
+            employ 6th and 7th transformer layers to construct STGM and the
+            last transformer layers to construct the recovery module in
+            Stage 3": Swin blocks up to ``stgm_index``, the STGM, semantic
+            blocks (local/global alternating), one recovery block last
+            (:class:`~mmvitaccel.models.layers.dumbbell_swin_stage.
+            SingleRecoverySwinBlockSequence`).
+        stgm_index (int | None): ``layout='single'`` only: the 0-based
+            STGM-1 block; None: 5, the paper's "6th and 7th" read 1-based
+            (6 reads them 0-based; the FLOPs in ``docs/stvit.md``).
+        num_recovery (int | None): ``layout='single'`` only: recovery
+            blocks at the end of the stage; None: 2, "the last transformer
+            layers" read so that "the FLOPs is the same as the full-model
+            STViT-R" (within 2.3% at 800x1333; 1 recovery block: -8.2%).
+        semantic_reuse (bool): the paper's Table 9 ablation "produced only
+            once in the first dumbbell unit and reused as initial cluster
+            centers in the subsequent dumbbell units": units after the
+            first run their STGM from the reused tokens instead of pooling
+            the image tokens (needs at least 2 units).
+        reuse_from (str): with ``semantic_reuse``: ``'previous_unit'``
+            (the semantic tokens of the previous unit after its semantic
+            blocks) or ``'first_stgm'`` (the first unit's STGM output, for
+            every later unit).
         **kwargs: the arguments of mmdet's ``SwinTransformer``.
     """
 
@@ -258,10 +157,24 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
                  centre_units='all',
                  kv_per_region=False,
                  shift_small_maps=True,
+                 layout='dumbbell',
+                 stgm_index=None,
+                 semantic_reuse=False,
+                 reuse_from='previous_unit',
+                 num_recovery=None,
                  **kwargs):
         check_choice('stem', stem, STEMS)
         check_choice('stgm_form', stgm_form, STGM_FORMS)
         check_choice('centre_units', centre_units, CENTRE_UNITS)
+        check_choice('layout', layout, LAYOUTS)
+        check_choice('reuse_from', reuse_from, REUSE_SOURCES)
+        if not isinstance(semantic_reuse, bool):
+            raise TypeError(f'semantic_reuse must be True or False, got '
+                            f'{semantic_reuse!r}')
+        if reuse_from != 'previous_unit' and not semantic_reuse:
+            raise ValueError(f'reuse_from={reuse_from!r} chooses the tokens '
+                             f'that semantic_reuse=True reuses; set '
+                             f'semantic_reuse=True or drop reuse_from')
         if kv_per_region and stgm_form != 'authors':
             raise ValueError("kv_per_region=True is the cost of the authors' "
                              "region gathering: it needs stgm_form='authors'")
@@ -284,25 +197,26 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
                   hint='semantic tokens per side of the region each image '
                   'window attends to, at least semantic_window')
         self.dumbbell_stage = dumbbell_stage
+        self.layout = layout
         stage = self.stages[dumbbell_stage]
         depth = len(stage.blocks)
-        if num_units is None:
-            if depth == 0 or depth % 6:
-                raise ValueError(
-                    f'stage {dumbbell_stage} has {depth} blocks: room for at '
-                    f'most {depth // 6} dumbbell units of 6 and '
-                    f'{depth % 6} left over; set num_units explicitly')
-            num_units = depth // 6
-        if not 0 <= num_units <= depth // 6:
-            raise ValueError(
-                f'stage {dumbbell_stage} has {depth} blocks: room for at most '
-                f'{depth // 6} dumbbell units of 6, not {num_units}')
+        if layout == 'single':
+            num_recovery, stgm_index = self._check_single(
+                depth, dumbbell_stage, num_units, stgm_index, num_recovery,
+                semantic_reuse, mask_padding)
+            num_units = 0
+        else:
+            num_units = self._check_units(depth, dumbbell_stage, num_units,
+                                          stgm_index, num_recovery,
+                                          semantic_reuse)
+        self.roles = stage_roles(layout, depth, num_units, stgm_index,
+                                 num_recovery)
         window = self.swin_cfg['window_size']
         blocks = ModuleList()
-        for i, old in enumerate(stage.blocks):
-            if i >= 6 * num_units:
+        for old, role in zip(stage.blocks, self.roles):
+            if role == 'swin':
                 blocks.append(old)
-            elif UNIT_LAYOUT[i % 6] == 'image':
+            elif role == 'image':
                 blocks.append(
                     MaskedWindowSwinBlock(
                         window_size=window,
@@ -316,12 +230,10 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
                         layer_scale_init_value=layer_scale,
                         drop_path_rate=old.attn.drop.drop_prob,
                         **self.block_args(dumbbell_stage)))
-        self.stages[dumbbell_stage] = DumbbellSwinBlockSequence(
+        common = dict(
             blocks=blocks,
             downsample=stage.downsample,
-            num_units=num_units,
             recovery_window=recovery_window,
-            mask_padding=mask_padding,
             window_size=window,
             semantic_window=semantic_window,
             key_windows=key_windows,
@@ -333,6 +245,72 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
             kv_per_region=kv_per_region,
             stgm2_keys=stgm2_keys,
             key_region=key_region)
+        if layout == 'single':
+            self.stages[dumbbell_stage] = SingleRecoverySwinBlockSequence(
+                stgm_index=stgm_index, num_recovery=num_recovery, **common)
+        else:
+            self.stages[dumbbell_stage] = DumbbellSwinBlockSequence(
+                num_units=num_units, mask_padding=mask_padding,
+                semantic_reuse=semantic_reuse, reuse_from=reuse_from,
+                **common)
+
+    @staticmethod
+    def _check_units(depth, stage, num_units, stgm_index, num_recovery,
+                     semantic_reuse):
+        """``num_units`` of ``layout='dumbbell'`` (None: all), checked."""
+        for name, value in (('stgm_index', stgm_index),
+                            ('num_recovery', num_recovery)):
+            if value is not None:
+                raise ValueError(f"{name}={value} shapes the stage of "
+                                 f"layout='single'; layout='dumbbell' has "
+                                 f"one STGM and one recovery per unit: drop "
+                                 f"{name}")
+        if num_units is None:
+            if depth == 0 or depth % 6:
+                raise ValueError(
+                    f'stage {stage} has {depth} blocks: room for at '
+                    f'most {depth // 6} dumbbell units of 6 and '
+                    f'{depth % 6} left over; set num_units explicitly')
+            num_units = depth // 6
+        if not 0 <= num_units <= depth // 6:
+            raise ValueError(
+                f'stage {stage} has {depth} blocks: room for at most '
+                f'{depth // 6} dumbbell units of 6, not {num_units}')
+        if semantic_reuse and num_units < 2:
+            raise ValueError(f'semantic_reuse=True reuses the first unit\'s '
+                             f'semantic tokens in the later units; it needs '
+                             f'num_units >= 2, got {num_units}')
+        return num_units
+
+    @staticmethod
+    def _check_single(depth, stage, num_units, stgm_index, num_recovery,
+                      semantic_reuse, mask_padding):
+        """``(num_recovery, stgm_index)`` of ``layout='single'`` (None:
+        ours of the paper's), checked along with the options that layout
+        does not have."""
+        if num_units is not None:
+            raise ValueError(f"layout='single' has no dumbbell units; drop "
+                             f"num_units (got {num_units})")
+        if semantic_reuse:
+            raise ValueError("semantic_reuse=True reuses semantic tokens "
+                             "across dumbbell units; layout='single' has "
+                             "one STGM: use layout='dumbbell'")
+        if not mask_padding:
+            raise ValueError("mask_padding=False concerns the dumbbell "
+                             "units' image blocks; layout='single' keeps "
+                             "Swin's blocks before its STGM: drop it")
+        if num_recovery is None:
+            num_recovery = SINGLE_NUM_RECOVERY
+        check_int('num_recovery', num_recovery, 1, depth - 2,
+                  hint=f"recovery blocks at the end of the {depth} blocks "
+                  f"of stage {stage}, after the STGM's 2")
+        if stgm_index is None:
+            stgm_index = SINGLE_STGM_INDEX
+        return num_recovery, check_int(
+            'stgm_index', stgm_index, 0, depth - 2 - num_recovery,
+            hint=f"layout='single' needs the STGM (2 blocks) and the "
+            f"recovery ({num_recovery}) inside the {depth} blocks of stage "
+            f"{stage}")
 
     #: reads official/mmdet/mmpretrain Swin and the authors' STViT-R layout
     host_state_dict = staticmethod(stvit_r_state_dict)
