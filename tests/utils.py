@@ -316,8 +316,10 @@ def assert_padding_invariant(model, x, module, monkeypatch, first=0):
     with torch.no_grad():
         clean = model(x)
     pad = module.pad_to_multiple
+    calls = []
 
     def noisy_pad(t, multiple):
+        calls.append(multiple)
         padded, valid = pad(t, multiple)
         assert not bool(valid.all()), 'the input needs padding'
         padded = padded.clone()
@@ -327,6 +329,8 @@ def assert_padding_invariant(model, x, module, monkeypatch, first=0):
     monkeypatch.setattr(module, 'pad_to_multiple', noisy_pad)
     with torch.no_grad():
         noisy = model(x)
+    # a patch of a module the model no longer calls would prove nothing
+    assert calls, f'{module.__name__}.pad_to_multiple was never called'
     for a, b in zip(clean[first:], noisy[first:]):
         torch.testing.assert_close(a, b)
 
