@@ -9,7 +9,7 @@ from . import compat
 
 compat.apply()
 
-from . import engine, models, tiny  # noqa: E402,F401  (registers components)
+from . import datasets, engine, models, tiny  # noqa: E402,F401  (registers)
 from .version import __version__  # noqa: E402
 
 __all__ = ['__version__']

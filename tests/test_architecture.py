@@ -17,8 +17,8 @@ import textwrap
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 PACKAGE = 'mmvitaccel'
 
-#: ``import mmvitaccel`` itself, which imports compat, engine, models and
-#: tiny so that everything a config can name is registered.
+#: ``import mmvitaccel`` itself, which imports compat, datasets, engine,
+#: models and tiny so that everything a config can name is registered.
 ROOT = '<root>'
 
 #: Packages ``ops`` may not import (it is plain torch).
@@ -34,15 +34,16 @@ MAY_IMPORT = {
     'models': {'ops', 'registry', 'compat', 'version'},
     'engine': {'models', 'ops', 'registry'},
     'tiny': {'registry'},
-    'apis': {'tiny', 'engine', 'models', 'ops', 'registry', 'compat',
-             'version', ROOT},
-    'analysis': {'apis', 'tiny', 'engine', 'models', 'ops', 'registry',
-                 'compat', 'version', ROOT},
-    ROOT: {'compat', 'engine', 'models', 'tiny', 'version'},
+    'datasets': {'registry'},
+    'apis': {'datasets', 'tiny', 'engine', 'models', 'ops', 'registry',
+             'compat', 'version', ROOT},
+    'analysis': {'apis', 'datasets', 'tiny', 'engine', 'models', 'ops',
+                 'registry', 'compat', 'version', ROOT},
+    ROOT: {'compat', 'datasets', 'engine', 'models', 'tiny', 'version'},
 }
 
 #: Layers above ``models``, which ``import mmvitaccel.models`` must not load.
-ABOVE_MODELS = ('engine', 'tiny', 'apis', 'analysis')
+ABOVE_MODELS = ('datasets', 'engine', 'tiny', 'apis', 'analysis')
 
 
 def module_name(path, package_dir, package):
@@ -248,7 +249,8 @@ def _loaded_layers(statements):
 
 
 def test_models_load_nothing_above_them():
-    """``mmvitaccel.models`` loads without engine, tiny, apis or analysis.
+    """``mmvitaccel.models`` loads without datasets, engine, tiny, apis or
+    analysis.
 
     ``import mmvitaccel.models`` would first run ``mmvitaccel/__init__.py``,
     which imports engine and tiny on purpose (to register them), so the

@@ -14,7 +14,7 @@ Conventions. The token sequence is ``[cls; x_1 .. x_N]``: one class token
 A *keep mask* is ``(B, N)`` float or bool over patch tokens; a *policy* is
 ``(B, T)`` float with the class token's entry 1.
 
-Three scorers:
+Four scorers:
 
 * :func:`tis_score` (SaiT): ``TIS_n = sum_h sum_m attn[h, m, n]``, the
   column sums of the attention over heads and rows, normalised to a
@@ -23,7 +23,9 @@ Three scorers:
   ||(attn @ v)[h, i]||_2``, ``R = H / sum_h H``,
   ``S_i = sum_h R[h, i] * attn[h, cls, i]``;
 * :func:`cls_attention_score` (EViT, the reference):
-  ``S_i = mean_h attn[h, cls, i]``.
+  ``S_i = mean_h attn[h, cls, i]``;
+* :func:`random_score` (the floor a scorer must beat): ``S_i ~ U(0, 1)``
+  i.i.d., from torch's global generator.
 
 Three selectors:
 
@@ -65,7 +67,7 @@ from .attention import MASKED_LOGIT  # noqa: F401 (the old home's name)
 from .attention import attention_logits, masked_softmax
 from .checks import check_choice
 
-SCORERS = ('tis', 'asvit', 'cls')
+SCORERS = ('tis', 'asvit', 'cls', 'random')
 SELECTORS = ('value', 'mass', 'threshold')
 MASK_MODES = ('logits', 'policy')
 BATCH_MODES = ('pad', 'mean')
@@ -183,6 +185,27 @@ def cls_attention_score(attn, num_extra_tokens=1):
         Tensor: ``(B, N)`` scores.
     """
     return attn[:, :, 0, num_extra_tokens:].mean(dim=1)
+
+
+def random_score(attn, num_extra_tokens=1, generator=None):
+    """Uniform random scores, ``S_i ~ U(0, 1)`` i.i.d.: any selector then
+    keeps a uniformly random subset (of its size), the floor that an
+    informed scorer must beat.
+
+    Args:
+        attn (Tensor): ``(B, h, T, T)`` attention (only its shape, dtype and
+            device are used).
+        num_extra_tokens (int): leading non-patch tokens.
+        generator (torch.Generator, optional): default: torch's global one
+            (seeded per step by ``StepSeedHook`` in training; seed it with
+            ``torch.manual_seed`` before an evaluation).
+
+    Returns:
+        Tensor: ``(B, N)`` scores in ``[0, 1)``.
+    """
+    B, T = attn.shape[0], attn.shape[-1]
+    return torch.rand(B, T - num_extra_tokens, generator=generator,
+                      device=attn.device).to(attn.dtype)
 
 
 # --- selectors ---------------------------------------------------------------

@@ -29,8 +29,8 @@ from mmpretrain.models.backbones import VisionTransformer
 
 from ...ops import (BATCH_MODES, MASK_MODES, SCORERS, SELECTORS, asvit_score,
                     check_choice, cls_attention_score, mass_keep_mask,
-                    threshold_keep_mask, tis_score, topk_keep_mask,
-                    value_keep_counts)
+                    random_score, threshold_keep_mask, tis_score,
+                    topk_keep_mask, value_keep_counts)
 from ...registry import MODELS
 from ..layers.token_pruning_layer import (PrunedTokens, PruningState,
                                           layer_forward)
@@ -131,7 +131,8 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
             tokens are selected, increasing, each in ``1 .. num_layers - 1``
             (an int is one location); ``(3, )`` is SaiT-S (TIS of the third
             layer), ``(4, 7, 10)`` AS-ViT.
-        scorer (str): ``'tis'``, ``'asvit'`` or ``'cls'``.
+        scorer (str): ``'tis'``, ``'asvit'``, ``'cls'`` or ``'random'``
+            (the floor).
         selector (str): ``'value'``, ``'mass'`` or ``'threshold'``.
         density (float): ``rho`` of the value selector, in ``(0, 1]``,
             applied to the tokens alive at each location.
@@ -315,6 +316,8 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
             return tis_score(attn, policy, self.num_extra_tokens)
         if self.scorer == 'asvit':
             return asvit_score(attn, context, self.num_extra_tokens)
+        if self.scorer == 'random':
+            return random_score(attn, self.num_extra_tokens)
         return cls_attention_score(attn, self.num_extra_tokens)
 
     def _select(self, scores, valid, stage):
