@@ -1,0 +1,228 @@
+# Copyright (c) mmvitaccel contributors. All rights reserved.
+"""Deployment: what a config's model computes, exported to ONNX or compiled.
+
+:class:`TensorModule` is the part of an OpenMMLab model that is deployed:
+``model(inputs, mode='tensor')`` for classifiers (backbone, neck, head; no
+teacher, no data preprocessor) and ``model.extract_feat`` for detectors and
+segmentors (backbone plus neck, the features a user's own heads take).
+:func:`export_onnx` writes it with ``torch.onnx.export(..., dynamo=True)``
+(``torch.export`` then onnxscript), :func:`onnx_parity` runs the file in
+onnxruntime (CPU) against PyTorch, :func:`compile_parity` compares
+``torch.compile(fullgraph=True)`` with eager mode. ``tools/deployment/``
+holds the command lines; ``docs/deployment.md`` what exports and why.
+"""
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.nn as nn
+
+from .harness import toolbox_of
+
+__all__ = [
+    'TensorModule', 'deploy_module', 'check_exportable', 'export_onnx',
+    'onnx_parity', 'compile_parity', 'max_abs_diff', 'ONNX_TOLERANCE'
+]
+
+#: max |ONNX Runtime - PyTorch| accepted by ``--check`` and the tests
+#: (float32; the graphs differ in operator order and fused kernels)
+ONNX_TOLERANCE = 1e-4
+
+
+class TensorModule(nn.Module):
+    """One tensor in, a tuple of tensors out: the deployed part of a model.
+
+    Args:
+        model (nn.Module): an mmpretrain classifier, or an mmdet detector /
+            mmseg segmentor (its ``extract_feat``).
+        toolbox (str): ``'mmpretrain'``, ``'mmdet'`` or ``'mmseg'``.
+    """
+
+    def __init__(self, model: nn.Module, toolbox: str):
+        super().__init__()
+        if toolbox not in ('mmpretrain', 'mmdet', 'mmseg'):
+            raise ValueError(f'export takes classifiers, detectors and '
+                             f'segmentors, got a {toolbox} model '
+                             f'({type(model).__name__})')
+        self.model = model
+        self.toolbox = toolbox
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        """Args:
+            x (Tensor): normalised images ``(B, 3, H, W)`` (the data
+                preprocessor's output).
+
+        Returns:
+            tuple[Tensor]: logits ``(B, num_classes)`` for classifiers, the
+            neck's (or backbone's) feature maps otherwise.
+        """
+        if self.toolbox == 'mmpretrain':
+            out = self.model(x, mode='tensor')
+        else:
+            out = self.model.extract_feat(x)
+        return tuple(out) if isinstance(out, (list, tuple)) else (out, )
+
+
+def deploy_module(model: nn.Module,
+                  cfg=None,
+                  batch_size: int = 1) -> TensorModule:
+    """The :class:`TensorModule` of a built model, in eval mode, after
+    :func:`check_exportable`.
+
+    Args:
+        model (nn.Module): from :func:`mmvitaccel.apis.build_model`.
+        cfg (mmengine.Config, optional): its config (for the toolbox).
+        batch_size (int): the batch it will run at. Defaults to 1.
+    """
+    check_exportable(model, batch_size)
+    return TensorModule(model, toolbox_of(model, cfg)).eval()
+
+
+def check_exportable(model: nn.Module, batch_size: int = 1):
+    """Raise a ``ValueError`` naming the option to change when the model's
+    test-time settings cannot be captured in one static graph.
+
+    Token-pruned backbones: ``batch_mode='mean'`` at batch > 1 cuts every
+    image to the batch-mean count, a count read on the host and rounded
+    (no exact graph form); export at batch 1 or with ``batch_mode='pad'``.
+
+    Args:
+        model (nn.Module): the model.
+        batch_size (int): the batch the graph is exported at.
+    """
+    for name, module in model.named_modules():
+        if getattr(module, 'batch_mode', None) == 'mean' and \
+                getattr(module, 'prunes', False) and \
+                getattr(module, 'test_execution', None) == 'drop' and \
+                batch_size > 1:
+            raise ValueError(
+                f'{name or "model"}: batch_mode=\'mean\' (batch-mean token '
+                f'counts) cannot be exported at batch {batch_size}; set '
+                f'model.backbone.batch_mode=\'pad\' (exact, padded) or '
+                f'export at batch 1')
+
+
+def _dynamic_shapes(dynamic: bool):
+    if not dynamic:
+        return None
+    dim = torch.export.Dim
+    return ({2: dim('height', min=32, max=4096),
+             3: dim('width', min=32, max=4096)}, )
+
+
+def export_onnx(module: nn.Module,
+                shape: Sequence[int],
+                out: str,
+                dynamic: bool = False,
+                batch_size: int = 1,
+                opset: Optional[int] = None) -> str:
+    """Export ``module`` to an ONNX file with torch's Dynamo exporter.
+
+    Args:
+        module (nn.Module): e.g. a :class:`TensorModule`, in eval mode.
+        shape (Sequence[int]): ``(H, W)`` of the example input.
+        out (str): the ``.onnx`` file to write.
+        dynamic (bool): height and width dynamic (the batch stays
+            ``batch_size``). Defaults to False.
+        batch_size (int): batch of the example input. Defaults to 1.
+        opset (int, optional): ONNX opset; the exporter's default if None.
+
+    Returns:
+        str: ``out``.
+    """
+    x = torch.randn(batch_size, 3, *shape)
+    with torch.no_grad():
+        program = torch.onnx.export(
+            module, (x, ),
+            dynamo=True,
+            dynamic_shapes=_dynamic_shapes(dynamic),
+            opset_version=opset,
+            input_names=['input'],
+            external_data=False,
+            verbose=False)
+    program.save(out)
+    return out
+
+
+def max_abs_diff(a: Sequence[torch.Tensor], b: Sequence) -> float:
+    """Largest ``|a - b|`` over paired outputs (shapes must agree)."""
+    if len(a) != len(b):
+        raise ValueError(f'{len(a)} outputs against {len(b)}')
+    diff = 0.
+    for x, y in zip(a, b):
+        y = torch.as_tensor(y)
+        if tuple(x.shape) != tuple(y.shape):
+            raise ValueError(f'output shapes differ: {tuple(x.shape)} and '
+                             f'{tuple(y.shape)}')
+        diff = max(diff, float((x.float() - y.float()).abs().max()))
+    return diff
+
+
+def onnx_parity(module: nn.Module,
+                onnx_file: str,
+                shapes: Sequence[Sequence[int]],
+                batch_size: int = 1,
+                seed: int = 0) -> List[Dict]:
+    """Run ``onnx_file`` in onnxruntime (CPU) and ``module`` in PyTorch on
+    the same random inputs.
+
+    Args:
+        module (nn.Module): the exported module.
+        onnx_file (str): its ONNX file.
+        shapes (Sequence[Sequence[int]]): ``(H, W)`` sizes to check.
+        batch_size (int): batch of the inputs. Defaults to 1.
+        seed (int): seed of the inputs. Defaults to 0.
+
+    Returns:
+        list[dict]: per shape ``{'shape', 'max_abs_diff', 'outputs'}``
+        (output shapes).
+    """
+    import onnxruntime as ort
+    session = ort.InferenceSession(onnx_file,
+                                   providers=['CPUExecutionProvider'])
+    name = session.get_inputs()[0].name
+    g = torch.Generator().manual_seed(seed)
+    results = []
+    for shape in shapes:
+        x = torch.randn(batch_size, 3, *shape, generator=g)
+        with torch.no_grad():
+            ref = module(x)
+        got = session.run(None, {name: x.numpy()})
+        results.append(dict(shape=tuple(shape),
+                            max_abs_diff=max_abs_diff(ref, got),
+                            outputs=[tuple(r.shape) for r in ref]))
+    return results
+
+
+def compile_parity(module: nn.Module,
+                   shapes: Sequence[Sequence[int]],
+                   backend: str = 'inductor',
+                   batch_size: int = 1,
+                   seed: int = 0) -> List[Dict]:
+    """``torch.compile(module, fullgraph=True)`` against eager mode.
+
+    ``fullgraph=True`` makes any graph break an error, so a return means
+    the forward compiled as one graph at every shape.
+
+    Args:
+        module (nn.Module): the module, in eval mode.
+        shapes (Sequence[Sequence[int]]): ``(H, W)`` sizes to run.
+        backend (str): ``torch.compile`` backend (``'inductor'`` needs a
+            C++ compiler on CPU; ``'aot_eager'`` traces the same graph
+            without code generation). Defaults to ``'inductor'``.
+        batch_size (int): batch of the inputs. Defaults to 1.
+        seed (int): seed of the inputs. Defaults to 0.
+
+    Returns:
+        list[dict]: per shape ``{'shape', 'max_abs_diff'}``.
+    """
+    compiled = torch.compile(module, fullgraph=True, backend=backend)
+    g = torch.Generator().manual_seed(seed)
+    results = []
+    for shape in shapes:
+        x = torch.randn(batch_size, 3, *shape, generator=g)
+        with torch.no_grad():
+            ref = module(x)
+            got = compiled(x)
+        results.append(dict(shape=tuple(shape),
+                            max_abs_diff=max_abs_diff(ref, got)))
+    return results
