@@ -13,14 +13,17 @@ holds the command lines; ``docs/deployment.md`` what exports and why.
 """
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 import torch.nn as nn
 
 from .harness import toolbox_of
 
 __all__ = [
-    'TensorModule', 'deploy_module', 'check_exportable', 'export_onnx',
-    'onnx_parity', 'compile_parity', 'max_abs_diff', 'ONNX_TOLERANCE'
+    'TensorModule', 'deploy_module', 'python_scalars', 'check_exportable',
+    'export_onnx',
+    'onnx_parity', 'compile_parity', 'max_abs_diff', 'input_dims',
+    'ONNX_TOLERANCE'
 ]
 
 #: max |ONNX Runtime - PyTorch| accepted by ``--check`` and the tests
@@ -45,6 +48,7 @@ class TensorModule(nn.Module):
                              f'({type(model).__name__})')
         self.model = model
         self.toolbox = toolbox
+        python_scalars(model)
 
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """Args:
@@ -60,6 +64,29 @@ class TensorModule(nn.Module):
         else:
             out = self.model.extract_feat(x)
         return tuple(out) if isinstance(out, (list, tuple)) else (out, )
+
+
+def python_scalars(model: nn.Module) -> int:
+    """Replace numpy scalars held as module attributes by Python numbers.
+
+    Upstream ViTs keep ``np.linspace`` stochastic-depth rates
+    (``DropPath.drop_prob``, ``np.float64``); Dynamo turns numpy scalars
+    into tensors, so ``if drop_prob == 0.`` becomes a data-dependent branch
+    (a graph break). The values do not change.
+
+    Args:
+        model (nn.Module): changed in place.
+
+    Returns:
+        int: how many attributes were replaced.
+    """
+    count = 0
+    for module in model.modules():
+        for name, value in list(vars(module).items()):
+            if isinstance(value, np.generic):
+                setattr(module, name, value.item())
+                count += 1
+    return count
 
 
 def deploy_module(model: nn.Module,
@@ -131,16 +158,39 @@ def export_onnx(module: nn.Module,
     """
     x = torch.randn(batch_size, 3, *shape)
     with torch.no_grad():
-        program = torch.onnx.export(
-            module, (x, ),
+        try:
+            program = torch.export.export(
+                module, (x, ),
+                dynamic_shapes=_dynamic_shapes(dynamic),
+                strict=False)
+        except Exception as e:  # torch's constraint errors have no base
+            if not dynamic or 'Constraints violated' not in str(e):
+                raise
+            guards = [line.strip() for line in str(e).splitlines()
+                      if 'satisfy the generated guard' in line]
+            raise ValueError(
+                'dynamic height and width cannot be exported: the forward '
+                'branches on the input size (' + '; '.join(guards[:4]) +
+                '); export without --dynamic, one file per input size') \
+                from e
+        onnx_program = torch.onnx.export(
+            program, (x, ),
             dynamo=True,
-            dynamic_shapes=_dynamic_shapes(dynamic),
             opset_version=opset,
             input_names=['input'],
             external_data=False,
             verbose=False)
-    program.save(out)
+    onnx_program.save(out)
     return out
+
+
+def input_dims(onnx_file: str) -> List:
+    """The input dimensions of an ONNX file: ints, or names where
+    dynamic."""
+    import onnx
+    model = onnx.load(onnx_file, load_external_data=False)
+    shape = model.graph.input[0].type.tensor_type.shape
+    return [d.dim_param if d.dim_param else d.dim_value for d in shape.dim]
 
 
 def max_abs_diff(a: Sequence[torch.Tensor], b: Sequence) -> float:
@@ -215,7 +265,10 @@ def compile_parity(module: nn.Module,
     Returns:
         list[dict]: per shape ``{'shape', 'max_abs_diff'}``.
     """
-    compiled = torch.compile(module, fullgraph=True, backend=backend)
+    # one static graph per shape: automatic dynamic shapes would retrace
+    # the second shape symbolically (slow, and not what is deployed)
+    compiled = torch.compile(module, fullgraph=True, backend=backend,
+                             dynamic=False)
     g = torch.Generator().manual_seed(seed)
     results = []
     for shape in shapes:

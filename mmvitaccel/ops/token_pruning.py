@@ -59,7 +59,6 @@ Plain torch: no registry, no OpenMMLab imports.
 import math
 
 import torch
-import torch.nn.functional as F
 
 from .attention import MASKED_LOGIT  # noqa: F401 (the old home's name)
 from .attention import attention_logits, masked_softmax
@@ -293,7 +292,9 @@ def threshold_keep_mask(scores, threshold, tau=1e-4, valid=None):
     hard = (scores > threshold)
     masked = scores if valid is None else scores.masked_fill(
         ~valid, float('-inf'))
-    best = F.one_hot(masked.argmax(dim=-1), scores.shape[-1]).bool()
+    # one-hot of the best token (a comparison: also for a data-dependent N)
+    best = torch.arange(scores.shape[-1], device=scores.device) == \
+        masked.argmax(dim=-1, keepdim=True)
     hard = (hard | best).to(scores.dtype)
     mask = hard + soft - soft.detach()
     return mask if valid is None else mask * valid.to(mask.dtype)
