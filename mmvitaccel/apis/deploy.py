@@ -265,6 +265,7 @@ def compile_parity(module: nn.Module,
     Returns:
         list[dict]: per shape ``{'shape', 'max_abs_diff'}``.
     """
+    torch.compiler.reset()  # no cached graphs, no recompile budget used
     # one static graph per shape: automatic dynamic shapes would retrace
     # the second shape symbolically (slow, and not what is deployed)
     compiled = torch.compile(module, fullgraph=True, backend=backend,
