@@ -142,3 +142,30 @@ def test_capture_takes_the_general_branch(monkeypatch):
     assert x.shape == (1, 8, 4, 2)
     assert valid.tolist() == [[True] * 3 + [False]] * 5 + \
         [[False] * 4] * 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('runtime', ['compile', 'onnxruntime'])
+def test_benchmark_runtime(runtime, monkeypatch):
+    """tools/analysis/benchmark.py --runtime: candidate and baseline both
+    run in the runtime, interleaved; the result records it."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        'benchmark', osp.join(REPO, 'tools/analysis/benchmark.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    if runtime == 'compile':  # no C++ compiler needed for the plumbing
+        real = torch.compile
+        monkeypatch.setattr(torch, 'compile', lambda m, **kw: real(
+            m, **{**kw, 'backend': 'aot_eager'}))
+    result = tool.main([
+        osp.join(REPO, 'configs/hvit_deploy/pvtv2_b1_hmhsa_cffn.py'),
+        '--baseline',
+        osp.join(REPO, 'configs/hvit_deploy/pvtv2_b1_upstream.py'),
+        '--shape', '64', '64', '--rounds', '2', '--iters-per-round', '1',
+        '--warmup', '1', '--runtime', runtime, '--cfg-options',
+        'model.backbone.embed_dims=16', 'model.backbone.num_layers=[1,1,1,1]',
+        'model.head.in_channels=128'
+    ])
+    assert result.settings['runtime'] == runtime
+    assert len(result.throughput['candidate']) == 2

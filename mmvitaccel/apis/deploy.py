@@ -21,7 +21,7 @@ from .harness import toolbox_of
 
 __all__ = [
     'TensorModule', 'deploy_module', 'python_scalars', 'check_exportable',
-    'export_onnx',
+    'export_onnx', 'runtime_callable', 'RUNTIMES',
     'onnx_parity', 'compile_parity', 'max_abs_diff', 'input_dims',
     'ONNX_TOLERANCE'
 ]
@@ -280,3 +280,56 @@ def compile_parity(module: nn.Module,
         results.append(dict(shape=tuple(shape),
                             max_abs_diff=max_abs_diff(ref, got)))
     return results
+
+
+#: runtimes of :func:`runtime_callable` (``tools/analysis/benchmark.py
+#: --runtime``)
+RUNTIMES = ('eager', 'compile', 'onnxruntime')
+
+
+def runtime_callable(module: nn.Module,
+                     x: torch.Tensor,
+                     runtime: str = 'eager',
+                     onnx_file: Optional[str] = None,
+                     threads: Optional[int] = None):
+    """A call of ``module(x)`` in a deployed runtime, for timing.
+
+    Args:
+        module (nn.Module): in eval mode; its outputs a tensor or a tuple.
+        x (Tensor): the input, fixed (graphs are static in its shape).
+        runtime (str): ``'eager'``; ``'compile'``
+            (``torch.compile(fullgraph=True, dynamic=False)``, inductor);
+            ``'onnxruntime'`` (exported to ``onnx_file``, run on the CPU).
+        onnx_file (str, optional): where to export for ``'onnxruntime'``.
+        threads (int, optional): onnxruntime's intra-op threads (torch's
+            count by default).
+
+    Returns:
+        Callable[[], Any]: runs one batch.
+    """
+    from ..ops import check_choice
+    check_choice('runtime', runtime, RUNTIMES)
+    if runtime == 'eager':
+        fn = module
+    elif runtime == 'compile':
+        fn = torch.compile(module, fullgraph=True, dynamic=False)
+    else:
+        import onnxruntime as ort
+        if onnx_file is None:
+            raise ValueError("runtime='onnxruntime' needs onnx_file")
+        program = torch.export.export(module, (x, ), strict=False)
+        torch.onnx.export(program, (x, ), dynamo=True,
+                          external_data=False).save(onnx_file)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.inter_op_num_threads = 1
+        session = ort.InferenceSession(onnx_file, options,
+                                       providers=['CPUExecutionProvider'])
+        feed = {session.get_inputs()[0].name: x.cpu().numpy()}
+        return lambda: session.run(None, feed)
+
+    def run():
+        with torch.no_grad():
+            return fn(x)
+
+    return run
