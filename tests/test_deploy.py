@@ -42,8 +42,10 @@ SHAPES = [(224, 224), (160, 96)]
 
 
 #: families built for one patch grid (STViT-DeiT's intra/inter pooling,
-#: DGSSA's static attention): a model per input size (``img_size``)
+#: DGSSA's static attention): a model per input size (``img_size``), the
+#: second size larger (GLAD's token counts are for 197 tokens or more)
 FIXED_GRID = ('stvit_deit', 'integrated_deit')
+FIXED_GRID_SHAPES = [(224, 224), (256, 224)]
 
 
 def modules_at_sizes(family):
@@ -53,7 +55,7 @@ def modules_at_sizes(family):
         module = tiny_module(family)
         return [(module, shape) for shape in SHAPES]
     return [(tiny_module(family, **{'model.backbone.img_size': shape}),
-             shape) for shape in SHAPES]
+             shape) for shape in FIXED_GRID_SHAPES]
 
 
 def tiny_module(family, batch_size=1, **options):
