@@ -44,7 +44,11 @@ SHAPES = [(224, 224), (160, 96)]
 #: families built for one patch grid (STViT-DeiT's intra/inter pooling,
 #: DGSSA's static attention): a model per input size (``img_size``), the
 #: second size larger (GLAD's token counts are for 197 tokens or more)
-FIXED_GRID = ('stvit_deit', 'integrated_deit')
+FIXED_GRID = {
+    'stvit_deit': ('model.backbone.img_size', ),
+    # the (left out) teacher is checked against the student's grid
+    'integrated_deit': ('model.backbone.img_size', 'model.teacher.img_size'),
+}
 FIXED_GRID_SHAPES = [(224, 224), (256, 224)]
 
 
@@ -54,7 +58,7 @@ def modules_at_sizes(family):
     if family not in FIXED_GRID:
         module = tiny_module(family)
         return [(module, shape) for shape in SHAPES]
-    return [(tiny_module(family, **{'model.backbone.img_size': shape}),
+    return [(tiny_module(family, **{k: shape for k in FIXED_GRID[family]}),
              shape) for shape in FIXED_GRID_SHAPES]
 
 
