@@ -245,8 +245,8 @@ def onnx_parity(module: nn.Module,
 
 def capture_scalars():
     """Dynamo keeps ``Tensor.item()`` in the graph (a data-dependent
-    size, as ``torch.export`` does) instead of breaking it: the kept-token
-    count of the mass and threshold selectors."""
+    size, as ``torch.export`` does), whatever torch's default: the
+    kept-token count of the mass and threshold selectors."""
     return torch._dynamo.config.patch(capture_scalar_outputs=True)
 
 
