@@ -27,6 +27,7 @@ from .token_pruning import (asvit_score, batch_mean_keep_mask, BATCH_MODES,
                             restore_tokens, SCORERS, SELECTORS,
                             threshold_keep_mask, tis_score, topk_keep_mask,
                             value_keep_count, value_keep_counts)
+from .tracing import is_capturing
 from .windows import (check_placement, covered_token_windows,
                       covered_tokens_mask, mask_or_none, neighbourhood_mask,
                       neighbourhood_windows, pad_to_multiple,
@@ -59,5 +60,6 @@ __all__ = [
     'vit_layer_flops', 'mask_or_none', 'neighbourhood_mask',
     'neighbourhood_windows', 'pad_to_multiple', 'window_partition',
     'window_reverse', 'check_placement', 'covered_token_windows',
-    'covered_tokens_mask', 'REGION_PLACEMENTS', 'valid_extent'
+    'covered_tokens_mask', 'REGION_PLACEMENTS', 'valid_extent',
+    'is_capturing'
 ]

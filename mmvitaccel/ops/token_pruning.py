@@ -61,11 +61,11 @@ Plain torch: no registry, no OpenMMLab imports.
 import math
 
 import torch
-import torch.nn.functional as F
 
 from .attention import MASKED_LOGIT  # noqa: F401 (the old home's name)
 from .attention import attention_logits, masked_softmax
 from .checks import check_choice
+from .tracing import is_capturing
 
 SCORERS = ('tis', 'asvit', 'cls', 'random')
 SELECTORS = ('value', 'mass', 'threshold')
@@ -315,7 +315,9 @@ def threshold_keep_mask(scores, threshold, tau=1e-4, valid=None):
     hard = (scores > threshold)
     masked = scores if valid is None else scores.masked_fill(
         ~valid, float('-inf'))
-    best = F.one_hot(masked.argmax(dim=-1), scores.shape[-1]).bool()
+    # one-hot of the best token (a comparison: also for a data-dependent N)
+    best = torch.arange(scores.shape[-1], device=scores.device) == \
+        masked.argmax(dim=-1, keepdim=True)
     hard = (hard | best).to(scores.dtype)
     mask = hard + soft - soft.detach()
     return mask if valid is None else mask * valid.to(mask.dtype)
@@ -354,8 +356,13 @@ def kept_indices(keep):
         count (at least 1).
     """
     counts = keep.sum(dim=-1)
-    k_max = max(1, int(counts.max().item()))
     N = keep.shape[-1]
+    if is_capturing():  # a data-dependent size in the graph
+        k_max = counts.max().clamp_min(1).item()
+        torch._check(k_max >= 1)
+        torch._check(k_max <= N)
+    else:
+        k_max = max(1, int(counts.max().item()))
     # stable order: kept tokens first, in ascending position
     key = (~keep).to(torch.int64) * N + torch.arange(
         N, device=keep.device)
@@ -395,7 +402,7 @@ def pad_kept_tokens(tokens, keep, num_extra_tokens=1):
     extra = tokens[:, :num_extra_tokens]
     kept = gather_tokens(tokens[:, num_extra_tokens:], index)
     out = torch.cat((extra, kept), dim=1)
-    if bool(valid.all()):
+    if not is_capturing() and bool(valid.all()):
         return out, index, None
     key_mask = torch.cat((valid.new_ones(valid.shape[0], num_extra_tokens),
                           valid), dim=1)
@@ -434,7 +441,7 @@ def restore_tokens(full, tokens, index, valid=None):
         Tensor: ``(B, N, C)``, ``full`` with ``full[b, index[b, k]] =
         tokens[b, k]``.
     """
-    if valid is not None and not bool(valid.all()):
+    if valid is not None and (is_capturing() or not bool(valid.all())):
         # padding slots write the position's own value back
         tokens = torch.where(valid[..., None], tokens,
                              gather_tokens(full, index))

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .checks import check_choice
+from .tracing import is_capturing
 
 
 def pad_to_multiple(x, multiple):
@@ -32,10 +33,10 @@ def pad_to_multiple(x, multiple):
     _, H, W, _ = x.shape
     pad_b = (multiple - H % multiple) % multiple
     pad_r = (multiple - W % multiple) % multiple
-    valid = torch.zeros(H + pad_b, W + pad_r, dtype=torch.bool,
-                        device=x.device)
-    valid[:H, :W] = True
-    if pad_b or pad_r:
+    # built without in-place writes, so that export traces it
+    valid = (torch.arange(H + pad_b, device=x.device) < H)[:, None] & \
+        (torch.arange(W + pad_r, device=x.device) < W)[None, :]
+    if pad_b or pad_r or is_capturing():
         x = F.pad(x, (0, 0, 0, pad_r, 0, pad_b))
     return x, valid
 
@@ -87,8 +88,11 @@ def mask_or_none(valid):
         valid (Tensor): bool mask of any shape.
 
     Returns:
-        Tensor | None: ``valid``, or None if it is all True.
+        Tensor | None: ``valid``, or None if it is all True (never None
+        under graph capture, :func:`~mmvitaccel.ops.is_capturing`).
     """
+    if is_capturing():
+        return valid
     return None if bool(valid.all()) else valid
 
 
@@ -307,9 +311,14 @@ def _covered_coords(covered, window, size, tokens):
     """Token-grid coordinates of the covered windows along one axis: the
     covered windows of a region are consecutive, ``[c0, c0 + count)``;
     every region reads ``m`` windows from ``c0``, ``m`` the largest count,
-    the extra ones marked."""
+    the extra ones marked. Under graph capture ``m`` is the bound
+    ``size // window + 1`` windows (no host read of the count; the extra
+    ones are marked too, the attention is the same)."""
     n = covered.shape[0]
-    m = int(covered.sum(1).max()) * tokens
+    if is_capturing():
+        m = torch.sym_min(n, size // window + 1) * tokens
+    else:
+        m = int(covered.sum(1).max()) * tokens
     first = covered.int().argmax(1)
     stop = (first + covered.sum(1)) * tokens
     coords = first[:, None] * tokens + torch.arange(m, device=covered.device)

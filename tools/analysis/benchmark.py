@@ -23,6 +23,7 @@ import json
 import os
 import os.path as osp
 import sys
+import tempfile
 from itertools import cycle
 
 import torch
@@ -34,6 +35,7 @@ sys.path.insert(0, REPO)
 import mmvitaccel  # noqa: E402,F401  (stack fixes, registry)
 from mmvitaccel.analysis.timing import (  # noqa: E402
     default_num_threads, interleaved_benchmark)
+from mmvitaccel.apis.deploy import runtime_callable  # noqa: E402
 from mmvitaccel.apis.harness import (  # noqa: E402
     backbone_input, build_model, dummy_data_batch, load_config, parse_shape,
     real_data_batches, toolbox_of)
@@ -91,6 +93,12 @@ def parse_args(argv=None):
                         nargs='+',
                         action=DictAction,
                         help='overrides for both configs, key=value pairs')
+    parser.add_argument(
+        '--runtime',
+        choices=['eager', 'compile', 'onnxruntime'],
+        default='eager',
+        help='where both models run (--part backbone): eager PyTorch, '
+        'torch.compile (inductor, fullgraph) or onnxruntime (CPU, exported)')
     parser.add_argument('--out', help='write the result as JSON here')
     return parser.parse_args(argv)
 
@@ -104,16 +112,17 @@ def make_runner(cfg, checkpoint, args):
     shape = parse_shape(args.shape, toolbox)
     if args.part == 'backbone' and getattr(model, 'backbone', None) is None:
         raise ValueError(f'{type(model).__name__} has no backbone')
+    if args.part != 'backbone' and args.runtime != 'eager':
+        raise ValueError(f'--runtime {args.runtime} times --part backbone')
 
     def runner_for(batch_size):
         if args.part == 'backbone':
             x = backbone_input(toolbox, shape, batch_size).to(args.device)
-            backbone = model.backbone
-
-            def run():
-                with torch.no_grad():
-                    backbone(x)
-
+            run = runtime_callable(
+                model.backbone, x, args.runtime,
+                onnx_file=osp.join(args.work_dir,
+                                   f'{id(model)}_b{batch_size}.onnx'),
+                threads=args.threads)
             return run, 'x'.join(map(str, x.shape))
         if args.num_images > 0:
             if args.num_images < batch_size:
@@ -143,6 +152,8 @@ def main(argv=None):
     if any(b < 1 for b in args.batch_size):
         raise ValueError(f'--batch-size must be >= 1, got {args.batch_size}')
     torch.set_num_threads(args.threads)
+    tmp = tempfile.TemporaryDirectory()  # the onnxruntime exports
+    args.work_dir = tmp.name
     factories = {}
     for name, path, ckpt in (('baseline', args.baseline,
                               args.baseline_checkpoint),
@@ -168,13 +179,15 @@ def main(argv=None):
             settings=dict(candidate_config=args.config,
                           baseline_config=args.baseline,
                           part=args.part,
+                          runtime=args.runtime,
                           inputs=inputs,
                           batch_size=batch_size,
                           threads=args.threads,
                           device=args.device,
                           unit=unit))
         print(f'candidate: {args.config}\nbaseline:  {args.baseline}\n'
-              f'part: {args.part}, inputs: {inputs["candidate"]}, batch '
+              f'part: {args.part} ({args.runtime}), inputs: '
+              f'{inputs["candidate"]}, batch '
               f'{batch_size}, {args.threads} threads, {args.rounds} rounds '
               f'x {args.iters_per_round} iters, warm-up {args.warmup}')
         print(result.format(unit))

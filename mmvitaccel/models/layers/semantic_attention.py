@@ -13,7 +13,8 @@ import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from mmdet.models.backbones.swin import SwinBlock
 
-from ...ops import additive_mask, window_partition, window_reverse
+from ...ops import (additive_mask, is_capturing, window_partition,
+                    window_reverse)
 
 
 def _key_mask(key_valid, batch_windows):
@@ -220,7 +221,8 @@ class MaskedWindowSwinBlock(SwinBlock):
         window = self.attn.window_size
         B, Hp, Wp, C = x.shape
         mask = None
-        if valid is not None and not bool(valid.all()):
+        if valid is not None and (is_capturing()
+                                  or not bool(valid.all())):
             key_valid = window_partition(valid, window)  # (nW, w*w)
             # (nW, w*w, w*w): MASKED_LOGIT on padded keys, every window
             # holds a valid key (the padding is less than a window)

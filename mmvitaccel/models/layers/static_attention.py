@@ -13,9 +13,9 @@ import torch
 import torch.nn as nn
 from mmengine.model import BaseModule
 
-from ...ops import (attention_probs, mask_logits, pad_to_multiple,
-                    static_attention, window_mask, window_partition,
-                    window_reverse)
+from ...ops import (attention_probs, is_capturing, mask_logits,
+                    pad_to_multiple, static_attention, window_mask,
+                    window_partition, window_reverse)
 from ...ops import relative_position_bias as gather_relative_position_bias
 
 
@@ -259,7 +259,7 @@ class StaticShiftWindowMSA(BaseModule):
             valid (Tensor): ``(Hp, Wp)`` bool, already shifted.
         """
         w, s = self.window_size, self.shift_size
-        if s == 0 and bool(valid.all()):
+        if s == 0 and not is_capturing() and bool(valid.all()):
             return None
         labels = window_partition(
             shift_regions(*valid.shape, w, s, valid.device), w)

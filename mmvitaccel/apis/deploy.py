@@ -1,0 +1,342 @@
+# Copyright (c) mmvitaccel contributors. All rights reserved.
+"""Deployment: what a config's model computes, exported to ONNX or compiled.
+
+:class:`TensorModule` is the part of an OpenMMLab model that is deployed:
+``model(inputs, mode='tensor')`` for classifiers (backbone, neck, head; no
+teacher, no data preprocessor) and ``model.extract_feat`` for detectors and
+segmentors (backbone plus neck, the features a user's own heads take).
+:func:`export_onnx` writes it with ``torch.onnx.export(..., dynamo=True)``
+(``torch.export`` then onnxscript), :func:`onnx_parity` runs the file in
+onnxruntime (CPU) against PyTorch, :func:`compile_parity` compares
+``torch.compile(fullgraph=True)`` with eager mode. ``tools/deployment/``
+holds the command lines; ``docs/deployment.md`` what exports and why.
+"""
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from .harness import toolbox_of
+
+__all__ = [
+    'TensorModule', 'deploy_module', 'python_scalars', 'check_exportable',
+    'export_onnx', 'runtime_callable', 'RUNTIMES',
+    'onnx_parity', 'compile_parity', 'max_abs_diff', 'input_dims',
+    'ONNX_TOLERANCE'
+]
+
+#: max |ONNX Runtime - PyTorch| accepted by ``--check`` and the tests
+#: (float32; the graphs differ in operator order and fused kernels)
+ONNX_TOLERANCE = 1e-4
+
+
+class TensorModule(nn.Module):
+    """One tensor in, a tuple of tensors out: the deployed part of a model.
+
+    Args:
+        model (nn.Module): an mmpretrain classifier, or an mmdet detector /
+            mmseg segmentor (its ``extract_feat``).
+        toolbox (str): ``'mmpretrain'``, ``'mmdet'`` or ``'mmseg'``.
+    """
+
+    def __init__(self, model: nn.Module, toolbox: str):
+        super().__init__()
+        if toolbox not in ('mmpretrain', 'mmdet', 'mmseg'):
+            raise ValueError(f'export takes classifiers, detectors and '
+                             f'segmentors, got a {toolbox} model '
+                             f'({type(model).__name__})')
+        self.model = model
+        self.toolbox = toolbox
+        python_scalars(model)
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        """Args:
+            x (Tensor): normalised images ``(B, 3, H, W)`` (the data
+                preprocessor's output).
+
+        Returns:
+            tuple[Tensor]: logits ``(B, num_classes)`` for classifiers, the
+            neck's (or backbone's) feature maps otherwise.
+        """
+        if self.toolbox == 'mmpretrain':
+            out = self.model(x, mode='tensor')
+        else:
+            out = self.model.extract_feat(x)
+        return tuple(out) if isinstance(out, (list, tuple)) else (out, )
+
+
+def python_scalars(model: nn.Module) -> int:
+    """Replace numpy scalars held as module attributes by Python numbers.
+
+    Upstream ViTs keep ``np.linspace`` stochastic-depth rates
+    (``DropPath.drop_prob``, ``np.float64``); Dynamo turns numpy scalars
+    into tensors, so ``if drop_prob == 0.`` becomes a data-dependent branch
+    (a graph break). The values do not change.
+
+    Args:
+        model (nn.Module): changed in place.
+
+    Returns:
+        int: how many attributes were replaced.
+    """
+    count = 0
+    for module in model.modules():
+        for name, value in list(vars(module).items()):
+            if isinstance(value, np.generic):
+                setattr(module, name, value.item())
+                count += 1
+    return count
+
+
+def deploy_module(model: nn.Module,
+                  cfg=None,
+                  batch_size: int = 1) -> TensorModule:
+    """The :class:`TensorModule` of a built model, in eval mode, after
+    :func:`check_exportable`.
+
+    Args:
+        model (nn.Module): from :func:`mmvitaccel.apis.build_model`.
+        cfg (mmengine.Config, optional): its config (for the toolbox).
+        batch_size (int): the batch it will run at. Defaults to 1.
+    """
+    check_exportable(model, batch_size)
+    return TensorModule(model, toolbox_of(model, cfg)).eval()
+
+
+def check_exportable(model: nn.Module, batch_size: int = 1):
+    """Raise a ``ValueError`` naming the option to change when the model's
+    test-time settings cannot be captured in one static graph.
+
+    Token-pruned backbones: ``batch_mode='mean'`` at batch > 1 cuts every
+    image to the batch-mean count, a count read on the host and rounded
+    (no exact graph form); export at batch 1 or with ``batch_mode='pad'``.
+
+    Args:
+        model (nn.Module): the model.
+        batch_size (int): the batch the graph is exported at.
+    """
+    for name, module in model.named_modules():
+        if getattr(module, 'batch_mode', None) == 'mean' and \
+                getattr(module, 'prunes', False) and \
+                getattr(module, 'test_execution', None) == 'drop' and \
+                batch_size > 1:
+            raise ValueError(
+                f'{name or "model"}: batch_mode=\'mean\' (batch-mean token '
+                f'counts) cannot be exported at batch {batch_size}; set '
+                f'model.backbone.batch_mode=\'pad\' (exact, padded) or '
+                f'export at batch 1')
+
+
+def _dynamic_shapes(dynamic: bool):
+    if not dynamic:
+        return None
+    dim = torch.export.Dim
+    return ({2: dim('height', min=32, max=4096),
+             3: dim('width', min=32, max=4096)}, )
+
+
+def export_onnx(module: nn.Module,
+                shape: Sequence[int],
+                out: str,
+                dynamic: bool = False,
+                batch_size: int = 1,
+                opset: Optional[int] = None) -> str:
+    """Export ``module`` to an ONNX file with torch's Dynamo exporter.
+
+    Args:
+        module (nn.Module): e.g. a :class:`TensorModule`, in eval mode.
+        shape (Sequence[int]): ``(H, W)`` of the example input.
+        out (str): the ``.onnx`` file to write.
+        dynamic (bool): height and width dynamic (the batch stays
+            ``batch_size``). Defaults to False.
+        batch_size (int): batch of the example input. Defaults to 1.
+        opset (int, optional): ONNX opset; the exporter's default if None.
+
+    Returns:
+        str: ``out``.
+    """
+    x = torch.randn(batch_size, 3, *shape)
+    with torch.no_grad():
+        try:
+            program = torch.export.export(
+                module, (x, ),
+                dynamic_shapes=_dynamic_shapes(dynamic),
+                strict=False)
+        except Exception as e:  # torch's constraint errors have no base
+            if not dynamic or 'Constraints violated' not in str(e):
+                raise
+            guards = [line.strip() for line in str(e).splitlines()
+                      if 'satisfy the generated guard' in line]
+            raise ValueError(
+                'dynamic height and width cannot be exported: the forward '
+                'branches on the input size (' + '; '.join(guards[:4]) +
+                '); export without --dynamic, one file per input size') \
+                from e
+        onnx_program = torch.onnx.export(
+            program, (x, ),
+            dynamo=True,
+            opset_version=opset,
+            input_names=['input'],
+            external_data=False,
+            verbose=False)
+    onnx_program.save(out)
+    return out
+
+
+def input_dims(onnx_file: str) -> List:
+    """The input dimensions of an ONNX file: ints, or names where
+    dynamic."""
+    import onnx
+    model = onnx.load(onnx_file, load_external_data=False)
+    shape = model.graph.input[0].type.tensor_type.shape
+    return [d.dim_param if d.dim_param else d.dim_value for d in shape.dim]
+
+
+def max_abs_diff(a: Sequence[torch.Tensor], b: Sequence) -> float:
+    """Largest ``|a - b|`` over paired outputs (shapes must agree)."""
+    if len(a) != len(b):
+        raise ValueError(f'{len(a)} outputs against {len(b)}')
+    diff = 0.
+    for x, y in zip(a, b):
+        y = torch.as_tensor(y)
+        if tuple(x.shape) != tuple(y.shape):
+            raise ValueError(f'output shapes differ: {tuple(x.shape)} and '
+                             f'{tuple(y.shape)}')
+        diff = max(diff, float((x.float() - y.float()).abs().max()))
+    return diff
+
+
+def onnx_parity(module: nn.Module,
+                onnx_file: str,
+                shapes: Sequence[Sequence[int]],
+                batch_size: int = 1,
+                seed: int = 0) -> List[Dict]:
+    """Run ``onnx_file`` in onnxruntime (CPU) and ``module`` in PyTorch on
+    the same random inputs.
+
+    Args:
+        module (nn.Module): the exported module.
+        onnx_file (str): its ONNX file.
+        shapes (Sequence[Sequence[int]]): ``(H, W)`` sizes to check.
+        batch_size (int): batch of the inputs. Defaults to 1.
+        seed (int): seed of the inputs. Defaults to 0.
+
+    Returns:
+        list[dict]: per shape ``{'shape', 'max_abs_diff', 'outputs'}``
+        (output shapes).
+    """
+    import onnxruntime as ort
+    session = ort.InferenceSession(onnx_file,
+                                   providers=['CPUExecutionProvider'])
+    name = session.get_inputs()[0].name
+    g = torch.Generator().manual_seed(seed)
+    results = []
+    for shape in shapes:
+        x = torch.randn(batch_size, 3, *shape, generator=g)
+        with torch.no_grad():
+            ref = module(x)
+        got = session.run(None, {name: x.numpy()})
+        results.append(dict(shape=tuple(shape),
+                            max_abs_diff=max_abs_diff(ref, got),
+                            outputs=[tuple(r.shape) for r in ref]))
+    return results
+
+
+def capture_scalars():
+    """Dynamo keeps ``Tensor.item()`` in the graph (a data-dependent
+    size, as ``torch.export`` does), whatever torch's default: the
+    kept-token count of the mass and threshold selectors."""
+    return torch._dynamo.config.patch(capture_scalar_outputs=True)
+
+
+def compile_parity(module: nn.Module,
+                   shapes: Sequence[Sequence[int]],
+                   backend: str = 'inductor',
+                   batch_size: int = 1,
+                   seed: int = 0) -> List[Dict]:
+    """``torch.compile(module, fullgraph=True)`` against eager mode.
+
+    ``fullgraph=True`` makes any graph break an error, so a return means
+    the forward compiled as one graph at every shape.
+
+    Args:
+        module (nn.Module): the module, in eval mode.
+        shapes (Sequence[Sequence[int]]): ``(H, W)`` sizes to run.
+        backend (str): ``torch.compile`` backend (``'inductor'`` needs a
+            C++ compiler on CPU; ``'aot_eager'`` traces the same graph
+            without code generation). Defaults to ``'inductor'``.
+        batch_size (int): batch of the inputs. Defaults to 1.
+        seed (int): seed of the inputs. Defaults to 0.
+
+    Returns:
+        list[dict]: per shape ``{'shape', 'max_abs_diff'}``.
+    """
+    torch.compiler.reset()  # no cached graphs, no recompile budget used
+    # one static graph per shape: automatic dynamic shapes would retrace
+    # the second shape symbolically (slow, and not what is deployed)
+    compiled = torch.compile(module, fullgraph=True, backend=backend,
+                             dynamic=False)
+    g = torch.Generator().manual_seed(seed)
+    results = []
+    for shape in shapes:
+        x = torch.randn(batch_size, 3, *shape, generator=g)
+        with torch.no_grad(), capture_scalars():
+            ref = module(x)
+            got = compiled(x)
+        results.append(dict(shape=tuple(shape),
+                            max_abs_diff=max_abs_diff(ref, got)))
+    return results
+
+
+#: runtimes of :func:`runtime_callable` (``tools/analysis/benchmark.py
+#: --runtime``)
+RUNTIMES = ('eager', 'compile', 'onnxruntime')
+
+
+def runtime_callable(module: nn.Module,
+                     x: torch.Tensor,
+                     runtime: str = 'eager',
+                     onnx_file: Optional[str] = None,
+                     threads: Optional[int] = None):
+    """A call of ``module(x)`` in a deployed runtime, for timing.
+
+    Args:
+        module (nn.Module): in eval mode; its outputs a tensor or a tuple.
+        x (Tensor): the input, fixed (graphs are static in its shape).
+        runtime (str): ``'eager'``; ``'compile'``
+            (``torch.compile(fullgraph=True, dynamic=False)``, inductor);
+            ``'onnxruntime'`` (exported to ``onnx_file``, run on the CPU).
+        onnx_file (str, optional): where to export for ``'onnxruntime'``.
+        threads (int, optional): onnxruntime's intra-op threads (torch's
+            count by default).
+
+    Returns:
+        Callable[[], Any]: runs one batch.
+    """
+    from ..ops import check_choice
+    check_choice('runtime', runtime, RUNTIMES)
+    if runtime == 'eager':
+        fn = module
+    elif runtime == 'compile':
+        fn = torch.compile(module, fullgraph=True, dynamic=False)
+    else:
+        import onnxruntime as ort
+        if onnx_file is None:
+            raise ValueError("runtime='onnxruntime' needs onnx_file")
+        program = torch.export.export(module, (x, ), strict=False)
+        torch.onnx.export(program, (x, ), dynamo=True,
+                          external_data=False).save(onnx_file)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.inter_op_num_threads = 1
+        session = ort.InferenceSession(onnx_file, options,
+                                       providers=['CPUExecutionProvider'])
+        feed = {session.get_inputs()[0].name: x.cpu().numpy()}
+        return lambda: session.run(None, feed)
+
+    def run():
+        with torch.no_grad(), capture_scalars():
+            return fn(x)
+
+    return run

@@ -1,0 +1,179 @@
+"""Deployment (mmvitaccel/apis/deploy.py, tools/deployment/export_onnx.py):
+ONNX export and onnxruntime parity, torch.compile(fullgraph=True) parity, on
+the tiny model of every accelerated family; the clear error for what cannot
+be exported."""
+import os.path as osp
+
+import pytest
+import torch
+
+from mmvitaccel.apis.deploy import (ONNX_TOLERANCE, check_exportable,
+                                    compile_parity, deploy_module,
+                                    export_onnx, onnx_parity)
+from mmvitaccel.apis.harness import build_model, load_config
+from mmvitaccel.ops import is_capturing, mask_or_none, pad_to_multiple
+
+from .utils import REPO, TINY_MODELS
+
+pytest.importorskip('onnxruntime')
+pytest.importorskip('onnxscript')
+
+#: family -> (config, config whose tiny model it takes)
+FAMILIES = {
+    'stvit_r_swin': ('configs/stvit_r_swin_s_in1k.py', None),
+    'stvit_r_swin_fpn': ('configs/stvit_r_swin_s_coco.py', None),
+    'stvit_swin': ('configs/stvit_swin_t_in1k.py', None),
+    'stvit_deit': ('configs/stvit_deit_s_in1k.py', None),
+    'integrated_deit': ('configs/integrated_deit_s_in1k.py', None),
+    'dgssa_swin': ('configs/dgssa_swin_t_in1k.py', None),
+    'hvit_deit_deploy': ('configs/hvit_deploy/deit_s_hmhsa_cffn.py',
+                         'configs/hvit_deit_s_in1k.py'),
+    'hvit_swin_deploy': ('configs/hvit_deploy/swin_t_hmhsa_cffn.py',
+                         'configs/hvit_swin_t_in1k.py'),
+    'hvit_pvtv2_deploy': ('configs/hvit_deploy/pvtv2_b1_hmhsa_cffn.py',
+                          'configs/hvit_pvtv2_b1_tinyimagenet.py'),
+    'pruned_deit_value': ('configs/sait_deit_s_v05_in1k.py', None),
+    'pruned_deit_mass': ('configs/sait_deit_s_m07_in1k.py', None),
+    'pruned_deit_threshold': ('configs/asvit_deit_s_in1k.py', None),
+}
+#: the two input sizes; the second is not square and makes the Swin
+#: families pad their windows
+SHAPES = [(224, 224), (160, 96)]
+
+
+#: families built for one patch grid (STViT-DeiT's intra/inter pooling,
+#: DGSSA's static attention): a model per input size (``img_size``), the
+#: second size larger (GLAD's token counts are for 197 tokens or more)
+FIXED_GRID = {
+    'stvit_deit': ('model.backbone.img_size', ),
+    # the (left out) teacher is checked against the student's grid
+    'integrated_deit': ('model.backbone.img_size', 'model.teacher.img_size'),
+}
+FIXED_GRID_SHAPES = [(224, 224), (256, 224)]
+
+
+def modules_at_sizes(family):
+    """``(module, shape)`` for both :data:`SHAPES`: one model, or one per
+    size for the :data:`FIXED_GRID` families."""
+    if family not in FIXED_GRID:
+        module = tiny_module(family)
+        return [(module, shape) for shape in SHAPES]
+    return [(tiny_module(family, **{k: shape for k in FIXED_GRID[family]}),
+             shape) for shape in FIXED_GRID_SHAPES]
+
+
+def tiny_module(family, batch_size=1, **options):
+    config, tiny = FAMILIES[family]
+    cfg = load_config(osp.join(REPO, config),
+                      {**TINY_MODELS[tiny or config], **options})
+    torch.manual_seed(0)
+    return deploy_module(build_model(cfg), cfg, batch_size)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family', sorted(FAMILIES))
+def test_onnx_export_matches_pytorch(family, tmp_path):
+    """Exported at two sizes and run in onnxruntime: the same outputs as
+    PyTorch."""
+    for module, shape in modules_at_sizes(family):
+        out = str(tmp_path / f'{family}_{shape[0]}.onnx')
+        export_onnx(module, shape, out)
+        r, = onnx_parity(module, out, [shape])
+        assert r['max_abs_diff'] < ONNX_TOLERANCE, r
+
+
+@pytest.mark.slow
+def test_dynamic_size_is_refused_clearly(tmp_path):
+    """mmpretrain's ViT branches on the input size: --dynamic fails with
+    the guards and the way out, it does not fix the size silently."""
+    module = tiny_module('hvit_deit_deploy')
+    with pytest.raises(ValueError, match='without --dynamic'):
+        export_onnx(module, SHAPES[0], str(tmp_path / 'x.onnx'),
+                    dynamic=True)
+
+
+@pytest.mark.slow
+def test_export_tool_check(tmp_path, capsys):
+    """tools/deployment/export_onnx.py --check on a small PVTv2 hMHSA +
+    cFFN deploy model: exit code 0 and the printed difference."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        'export_onnx', osp.join(REPO, 'tools/deployment/export_onnx.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    out = str(tmp_path / 'pvt.onnx')
+    code = tool.main([
+        osp.join(REPO, 'configs/hvit_deploy/pvtv2_b1_hmhsa_cffn.py'),
+        '--shape', '96', '96', '--out', out, '--check', '--cfg-options',
+        'model.backbone.embed_dims=16', 'model.backbone.num_layers=[1,1,1,1]',
+        'model.head.in_channels=128'
+    ])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert 'max abs diff' in text and 'check passed' in text
+    assert osp.getsize(out) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family', sorted(FAMILIES))
+def test_compile_fullgraph_matches_eager(family):
+    """torch.compile(fullgraph=True) (no graph break) at two sizes: the
+    same outputs as eager mode."""
+    for module, shape in modules_at_sizes(family):
+        r, = compile_parity(module, [shape], backend='aot_eager')
+        assert r['max_abs_diff'] < 1e-5, r
+
+
+def test_batch_mean_pruning_is_refused():
+    """Batch-mean token counts have no graph form at batch > 1: the error
+    names the option; batch 1 and batch_mode='pad' are accepted."""
+    opts = {'model.backbone.batch_mode': 'mean'}
+    with pytest.raises(ValueError, match="batch_mode='pad'"):
+        tiny_module('pruned_deit_value', batch_size=2, **opts)
+    tiny_module('pruned_deit_value', batch_size=1, **opts)
+    tiny_module('pruned_deit_value', batch_size=2)
+
+
+def test_capture_takes_the_general_branch(monkeypatch):
+    """Under graph capture an all-valid mask is kept (no host read) and
+    the padding mask is built without in-place writes; eager mode keeps
+    its shortcut."""
+    valid = torch.ones(3, 4, dtype=torch.bool)
+    assert not is_capturing()
+    assert mask_or_none(valid) is None
+    monkeypatch.setattr(torch.compiler, 'is_compiling', lambda: True)
+    assert is_capturing()
+    assert mask_or_none(valid) is valid
+    x, valid = pad_to_multiple(torch.randn(1, 5, 3, 2), 4)
+    assert x.shape == (1, 8, 4, 2)
+    assert valid.tolist() == [[True] * 3 + [False]] * 5 + \
+        [[False] * 4] * 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('runtime', ['compile', 'onnxruntime'])
+def test_benchmark_runtime(runtime, monkeypatch):
+    """tools/analysis/benchmark.py --runtime: candidate and baseline both
+    run in the runtime, interleaved; the result records it."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        'benchmark', osp.join(REPO, 'tools/analysis/benchmark.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    if runtime == 'compile':  # no C++ compiler needed for the plumbing
+        real = torch.compile
+        monkeypatch.setattr(torch, 'compile', lambda m, **kw: real(
+            m, **{**kw, 'backend': 'aot_eager'}))
+    result = tool.main([
+        osp.join(REPO, 'configs/hvit_deploy/pvtv2_b1_hmhsa_cffn.py'),
+        '--baseline',
+        osp.join(REPO, 'configs/hvit_deploy/pvtv2_b1_upstream.py'),
+        '--shape', '64', '64', '--rounds', '2', '--iters-per-round', '1',
+        '--warmup', '1', '--batch-size', '1', '--runtime', runtime,
+        '--cfg-options',
+        'model.backbone.embed_dims=16', 'model.backbone.num_layers=[1,1,1,1]',
+        'model.head.in_channels=128'
+    ])
+    (result, ) = result
+    assert result.settings['runtime'] == runtime
+    assert len(result.throughput['candidate']) == 2
