@@ -230,7 +230,7 @@ def hallucinated_attention(q,
                            bias=None,
                            mask=None,
                            dropout_p=0.0,
-                           form='explicit'):
+                           form='auto'):
     """hMHSA attention: real maps, hallucination, softmax, times ``V``.
 
     Args:
@@ -255,8 +255,8 @@ def hallucinated_attention(q,
             description); ``'fused'``: the same function without maps, two
             ``scaled_dot_product_attention`` calls
             (:mod:`~mmvitaccel.ops.hmhsa_fused`; a mask must then be a
-            region mask, as Swin's); ``'auto'``: per shape, the faster
-            (:func:`resolve_hmhsa_form`).
+            region mask, as Swin's); ``'auto'`` (default): per shape, the
+            faster (:func:`resolve_hmhsa_form`).
 
     Returns:
         Tensor: ``softmax([A_r; A_h] + bias + mask) @ V``
@@ -343,7 +343,7 @@ def mhsa_flops(n, c, n_kv=None):
 
 
 def hmhsa_flops(n, c, h, n_kv=None, num_extra=0, kernel_size=3,
-                form='explicit'):
+                form='auto'):
     """Closed-form FLOPs of hMHSA in the form that runs: the attention of
     :func:`~mmvitaccel.ops.flops.attention_flops` with ``d_qk = C / 2``,
     plus the hallucination.
@@ -372,7 +372,9 @@ def hmhsa_flops(n, c, h, n_kv=None, num_extra=0, kernel_size=3,
         n_kv (int, optional): Key tokens; ``n`` by default.
         num_extra (int): Non-grid keys (class token).
         kernel_size (int): IHH filter side.
-        form (str): One of :data:`HMHSA_FORMS`.
+        form (str): One of :data:`HMHSA_FORMS`; ``'auto'`` (default)
+            counts the form that :func:`hallucinated_attention` runs by
+            default.
 
     Returns:
         int: FLOPs of one image.
