@@ -193,14 +193,13 @@ def resolve_hmhsa_form(form, n_q, n_kv, num_maps, head_dims, batch=1):
     """The form that runs: ``form`` itself, or for ``'auto'`` the faster
     one for this shape.
 
-    The rule comes from interleaved measurements
-    (``tools/analysis/benchmark_hmhsa_forms.py``,
-    ``docs/hmhsa_cffn_design.md#two-forms``): the fused form gives the
-    ``g`` hallucinated heads ``g`` times wider scores (``g d`` instead of
-    ``d``) but builds no map for IHH and CHH to run over; it wins with one
-    map (``g = 1``, nothing wider) and where the keys are at least as many
-    as that width (``n_kv >= g d``), and loses on small windows with many
-    heads (Swin's ``7 x 7`` windows, PVTv2's last stage).
+    The rule comes from interleaved measurements of the whole models
+    (``tools/analysis/benchmark.py``, ``docs/hmhsa_cffn_design.md#two-forms``):
+    the fused form gives the ``g`` hallucinated heads ``g`` times wider
+    scores (``g d`` instead of ``d``) but builds no map for IHH and CHH to
+    run over; it won on DeiT-S (``n_kv = 197 >= g d = 192``) and lost where
+    there are fewer keys than that width (PVTv2-b1's 49 reduced keys,
+    Swin's ``7 x 7`` windows).
 
     Args:
         form (str): One of :data:`HMHSA_FORMS`.
@@ -216,8 +215,7 @@ def resolve_hmhsa_form(form, n_q, n_kv, num_maps, head_dims, batch=1):
     check_hmhsa_form(form, 'form')
     if form != 'auto':
         return form
-    wide = num_maps * head_dims
-    return 'fused' if num_maps == 1 or n_kv >= wide else 'explicit'
+    return 'fused' if n_kv >= num_maps * head_dims else 'explicit'
 
 
 def hallucinated_attention(q,
