@@ -27,8 +27,8 @@ from mmpretrain.models.backbones.vision_transformer import \
 from mmpretrain.models.utils import LayerScale, WindowMSA
 
 from ...ops import (AttentionHallucination, check_even_heads,
-                    check_hmhsa_form, hallucinated_attention, relative_position_bias,
-                    window_mask)
+                    check_hmhsa_form, hallucinated_attention,
+                    relative_position_bias, window_mask)
 from .cffn import compact_ffn
 
 __all__ = [
