@@ -17,10 +17,13 @@ in the keys, which gives the closed form used here:
   heads of width ``g d = C / 2`` that share one key ``K'``.
 
 The softmax is per head, so the real heads (width ``d``) and the
-hallucinated heads (width ``C / 2``) are two fused
-``scaled_dot_product_attention`` calls over ``V``'s first and second half
-of heads, each with the same scale ``s`` (linear maps commute with it) and
-the same additive ``bias + mask``. No ``(N_q, N_k)`` map is ever stored.
+hallucinated heads (width ``C / 2``) are two attentions over ``V``'s first
+and second half of heads, each with the same scale ``s`` (linear maps
+commute with it) and the same additive ``bias + mask``. The real heads run in
+the fused ``scaled_dot_product_attention``. So do the hallucinated ones when
+``g = 1``; otherwise CPU SDPA has no fused kernel for ``d_v != d_qk``, and
+``softmax(s Q' K'^T) V`` (the same FLOPs) is faster than its fallback. IHH
+and CHH never build or read a map.
 
 **A mask** is zeroed in the *input* of IHH in the explicit form, so score
 ``(i, p)`` of a hallucinated map sums the neighbours ``p + t`` of key ``p``
@@ -155,7 +158,9 @@ def _split_heads(attn_mask, g):
 def fused_hallucinated_attention(q, k, v, hallucination, grid, num_extra=0,
                                  scale=None, bias=None, mask=None,
                                  dropout_p=0.0):
-    """hMHSA as two fused attentions, no explicit map (module notes).
+    """hMHSA with IHH and CHH on keys and queries, no map for them (module
+    notes): the real heads in SDPA's fused kernel, the hallucinated heads in
+    it too when ``g = 1``, else as ``softmax(s Q' K'^T) V``.
 
     Args and Returns: as :func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`
     (``mask`` must be a region mask, see the module notes).
