@@ -15,9 +15,11 @@ from .flops import (attention_flops, attention_params, LAYER_NORM_FLOPS,
 from .glad import (accuracy_metric, architecture_flops, GLAD, glad_flops,
                    glad_search, layer_flops, retained_energy, token_counts)
 from .hmhsa import (AttentionHallucination, check_even_heads,
-                    CrossHeadHallucination, hallucinated_attention,
-                    hmhsa_flops, hmhsa_params, IntraHeadHallucination,
-                    mhsa_flops, mhsa_params, split_qkv_weights)
+                    check_hmhsa_form, CrossHeadHallucination,
+                    hallucinated_attention, HMHSA_FORMS, hmhsa_flops,
+                    hmhsa_params, IntraHeadHallucination, mhsa_flops,
+                    mhsa_params, resolve_hmhsa_form, split_qkv_weights)
+from .hmhsa_fused import fused_hallucinated_attention, hallucinated_keys
 from .stvit import (adaptive_bins, bin_indices, CENTRE_POOLINGS, check_pooling,
                     IntraInterPooling, pool_centres, POOLING_MODES)
 from .token_pruning import (asvit_score, batch_mean_keep_mask, BATCH_MODES,
@@ -48,6 +50,8 @@ __all__ = [
     'glad_search', 'layer_flops', 'retained_energy', 'token_counts',
     'AttentionHallucination', 'check_even_heads', 'CrossHeadHallucination',
     'hallucinated_attention', 'hmhsa_flops', 'hmhsa_params',
+    'check_hmhsa_form', 'HMHSA_FORMS', 'resolve_hmhsa_form',
+    'fused_hallucinated_attention', 'hallucinated_keys',
     'IntraHeadHallucination', 'mhsa_flops', 'mhsa_params', 'split_qkv_weights',
     'adaptive_bins', 'bin_indices', 'CENTRE_POOLINGS', 'check_pooling',
     'IntraInterPooling', 'pool_centres', 'POOLING_MODES', 'asvit_score',

@@ -33,10 +33,12 @@ import torch.nn.functional as F
 
 from .attention import attention_logits, masked_softmax
 from .flops import attention_flops, attention_params
+from .hmhsa_fused import fused_hallucinated_attention
 
 __all__ = [
     'check_even_heads', 'IntraHeadHallucination', 'CrossHeadHallucination',
-    'AttentionHallucination', 'hallucinated_attention', 'mhsa_flops',
+    'AttentionHallucination', 'HMHSA_FORMS', 'check_hmhsa_form',
+    'resolve_hmhsa_form', 'hallucinated_attention', 'mhsa_flops',
     'hmhsa_flops', 'mhsa_params', 'hmhsa_params', 'split_qkv_weights'
 ]
 
@@ -167,6 +169,55 @@ class AttentionHallucination(nn.Module):
         return self.chh(self.ihh(attn, grid, num_extra))
 
 
+#: the forms of :func:`hallucinated_attention`
+HMHSA_FORMS = ('explicit', 'fused', 'auto')
+
+
+def check_hmhsa_form(form, option='hmhsa_form'):
+    """Raise a clear error unless ``form`` is one of :data:`HMHSA_FORMS`.
+
+    Args:
+        form (str): The requested form.
+        option (str): The name of the option, for the message.
+
+    Returns:
+        str: ``form``.
+    """
+    if form not in HMHSA_FORMS:
+        raise ValueError(f'{option} must be one of {HMHSA_FORMS}, got '
+                         f'{form!r}')
+    return form
+
+
+def resolve_hmhsa_form(form, n_q, n_kv, num_maps, head_dims, batch=1):
+    """The form that runs: ``form`` itself, or for ``'auto'`` the faster
+    one for this shape.
+
+    The rule comes from interleaved measurements of the whole models
+    (``tools/analysis/benchmark.py``, ``docs/hmhsa_cffn_design.md#two-forms``):
+    the fused form gives the ``g`` hallucinated heads ``g`` times wider
+    scores (``g d`` instead of ``d``) but builds no map for IHH and CHH to
+    run over; it won on DeiT-S (``n_kv = 197 >= g d = 192``) and lost where
+    there are fewer keys than that width (PVTv2-b1's 49 reduced keys,
+    Swin's ``7 x 7`` windows).
+
+    Args:
+        form (str): One of :data:`HMHSA_FORMS`.
+        n_q (int): Queries per image (window).
+        n_kv (int): Keys.
+        num_maps (int): ``g = h / 2``.
+        head_dims (int): ``d``.
+        batch (int): Images (windows) in the call.
+
+    Returns:
+        str: ``'explicit'`` or ``'fused'``.
+    """
+    check_hmhsa_form(form, 'form')
+    if form != 'auto':
+        return form
+    return 'fused' if n_kv >= num_maps * head_dims else 'explicit'
+
+
 def hallucinated_attention(q,
                            k,
                            v,
@@ -176,7 +227,8 @@ def hallucinated_attention(q,
                            scale=None,
                            bias=None,
                            mask=None,
-                           dropout_p=0.0):
+                           dropout_p=0.0,
+                           form='auto'):
     """hMHSA attention: real maps, hallucination, softmax, times ``V``.
 
     Args:
@@ -190,13 +242,19 @@ def hallucinated_attention(q,
         bias (Tensor, optional): Added to all ``h`` maps after the
             hallucination, e.g. Swin's relative position bias ``(h, N_q,
             N_k)`` (broadcastable to ``(B, h, N_q, N_k)``).
-        mask (Tensor, optional): Additive mask (0 where allowed, negative
-            where not) broadcastable to ``(B, h, N_q, N_k)``. Masked scores
-            are zeroed in the input of IHH, so that they never reach their
-            neighbours' hallucinated scores (e.g. across Swin's shifted
-            regions), and the mask is added to all ``h`` maps before the
-            softmax.
+        mask (Tensor, optional): bool (True where allowed) or additive (0
+            where allowed, negative where not), broadcastable to
+            ``(B, 1, N_q, N_k)``. Forbidden scores are zeroed in the input
+            of IHH, so that they never reach their neighbours' hallucinated
+            scores (e.g. across Swin's shifted regions), and the mask is
+            added to all ``h`` maps before the softmax.
         dropout_p (float): Attention dropout (pass 0 in eval mode).
+        form (str): ``'explicit'``: the maps are built (the paper's
+            description); ``'fused'``: the same function without maps, two
+            ``scaled_dot_product_attention`` calls
+            (:mod:`~mmvitaccel.ops.hmhsa_fused`; a mask must then be a
+            region mask, as Swin's); ``'auto'`` (default): per shape, the
+            faster (:func:`resolve_hmhsa_form`).
 
     Returns:
         Tensor: ``softmax([A_r; A_h] + bias + mask) @ V``
@@ -207,11 +265,21 @@ def hallucinated_attention(q,
     if 2 * q.shape[1] != v.shape[1]:
         raise ValueError(f'Q^ has {q.shape[1]} heads, V {v.shape[1]}; hMHSA '
                          f'needs V with twice the heads of Q^')
+    form = resolve_hmhsa_form(form, q.shape[2], k.shape[2], q.shape[1],
+                              q.shape[3], q.shape[0])
+    if form == 'fused':
+        return fused_hallucinated_attention(q, k, v, hallucination, grid,
+                                            num_extra, scale, bias, mask,
+                                            dropout_p)
     attn = attention_logits(q, k, scale)  # A_r = Q^ K^T / sqrt(d)
-    source = attn if mask is None else attn.masked_fill(mask < 0, 0.)
+    if mask is not None:
+        attn_in = attn.masked_fill(
+            ~mask if mask.dtype == torch.bool else mask < 0, 0.)
+    else:
+        attn_in = attn
     # A = [A_r; A_h], A_h = CHH(IHH(A_r))
     attn = torch.cat(
-        (attn, hallucination.hallucinate(source, grid, num_extra)), dim=1)
+        (attn, hallucination.hallucinate(attn_in, grid, num_extra)), dim=1)
     if bias is not None:
         attn = attn + bias
     attn = masked_softmax(attn, mask)
@@ -272,17 +340,28 @@ def mhsa_flops(n, c, n_kv=None):
     return attention_flops(n, c, n_kv)
 
 
-def hmhsa_flops(n, c, h, n_kv=None, num_extra=0, kernel_size=3):
-    """Closed-form FLOPs of hMHSA (paper Eq. 7): the attention of
+def hmhsa_flops(n, c, h, n_kv=None, num_extra=0, kernel_size=3,
+                form='auto'):
+    """Closed-form FLOPs of hMHSA in the form that runs: the attention of
     :func:`~mmvitaccel.ops.flops.attention_flops` with ``d_qk = C / 2``,
     plus the hallucination.
 
-    ``Q^`` ``n C^2 / 2``, ``K^`` ``n_kv C^2 / 2``, ``V`` ``n_kv C^2``,
-    ``Proj`` ``n C^2``, ``Q^ K^T`` ``n n_kv C / 2``, ``A V`` ``n n_kv C``,
-    IHH ``9 n (n_kv - num_extra) h / 2`` (the filter over the grid keys;
-    the class-token column is a free element-wise product), CHH
-    ``n n_kv h^2 / 4``. With ``n_kv = n`` and no extra token this is
-    ``3 N C^2 + 3 N^2 C / 2 + 9 N^2 h / 2 + N^2 h^2 / 4``.
+    Both forms: ``Q^`` ``n C^2 / 2``, ``K^`` ``n_kv C^2 / 2``, ``V``
+    ``n_kv C^2``, ``Proj`` ``n C^2``, real scores ``n n_kv C / 2``,
+    ``A V`` ``n n_kv C``. Then, with ``g = h / 2`` and ``d = C / h``:
+
+    * ``'explicit'`` (paper Eq. 7): IHH on the maps
+      ``k^2 n (n_kv - num_extra) g`` (the class-token column is a free
+      element-wise product), CHH ``n n_kv g^2``; with ``n_kv = n`` and no
+      extra token ``3 N C^2 + 3 N^2 C / 2 + 9 N^2 h / 2 + N^2 h^2 / 4``;
+    * ``'fused'`` (:mod:`~mmvitaccel.ops.hmhsa_fused`): IHH on the keys
+      ``k^2 (n_kv - num_extra) g d``, the hallucinated heads' scores of
+      width ``g d``, ``n n_kv g (g d) = n n_kv g C / 2``;
+    * ``'auto'``: the form :func:`resolve_hmhsa_form` picks.
+
+    The fused form has more FLOPs unless ``g (d - 1) < k^2`` (about): it
+    trades ``n n_kv g^2 (d - 1)`` more multiply-adds for never writing a
+    map (``docs/hmhsa_cffn_design.md#two-forms``).
 
     Args:
         n (int): Query tokens.
@@ -291,14 +370,21 @@ def hmhsa_flops(n, c, h, n_kv=None, num_extra=0, kernel_size=3):
         n_kv (int, optional): Key tokens; ``n`` by default.
         num_extra (int): Non-grid keys (class token).
         kernel_size (int): IHH filter side.
+        form (str): One of :data:`HMHSA_FORMS`; ``'auto'`` (default)
+            counts the form that :func:`hallucinated_attention` runs by
+            default.
 
     Returns:
         int: FLOPs of one image.
     """
     n_kv = n if n_kv is None else n_kv
     g = check_even_heads(h)
+    form = resolve_hmhsa_form(form, n, n_kv, g, c // h)
     # Q^, K^ of C / 2 channels (C is a multiple of the even h)
     attn = attention_flops(n, c, n_kv, qk_dims=c // 2)
+    if form == 'fused':
+        ihh = kernel_size**2 * (n_kv - num_extra) * (c // 2)
+        return attn + ihh + n * n_kv * g * (c // 2)
     ihh = kernel_size**2 * n * (n_kv - num_extra) * g
     chh = n * n_kv * g * g
     return attn + ihh + chh

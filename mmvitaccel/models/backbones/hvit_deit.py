@@ -1,7 +1,7 @@
 """hMHSA + cFFN on DeiT (mmpretrain ``VisionTransformer``)."""
 from mmpretrain.models.backbones import VisionTransformer
 
-from ...ops import check_even_heads
+from ...ops import check_even_heads, check_hmhsa_form
 from ...registry import MODELS
 from ..layers import HViTEncoderLayer, resolve_hmhsa_stages
 from ..utils import deit_state_dict
@@ -40,6 +40,9 @@ class HViTDeiT(HViTHostMixin, VisionTransformer):
             ``docs/hmhsa_cffn_design.md#defaults``).
         deploy (bool): Build cFFN folded (to load a converted checkpoint).
         ihh_kernel (int): IHH filter side (3).
+        hmhsa_form (str): Form of hMHSA's attention, ``'explicit'``,
+            ``'fused'`` or ``'auto'`` (default: per shape the faster; see
+            ``docs/hmhsa_cffn_design.md#two-forms``). Same function.
         **kwargs: Other ``VisionTransformer`` arguments (``img_size``,
             ``patch_size``, ``drop_path_rate``, ``out_type``, ``init_cfg``
             ...). ``init_cfg=dict(type='Pretrained', checkpoint=...)`` reads
@@ -55,7 +58,9 @@ class HViTDeiT(HViTHostMixin, VisionTransformer):
                  cffn_branches=2,
                  deploy=False,
                  ihh_kernel=3,
+                 hmhsa_form='auto',
                  **kwargs):
+        check_hmhsa_form(hmhsa_form)
         if isinstance(arch, str):
             arch = DEIT_ARCHS.get(arch.lower(), arch.lower())
         super().__init__(arch=arch, **kwargs)
@@ -79,7 +84,8 @@ class HViTDeiT(HViTHostMixin, VisionTransformer):
                 cffn_branches=cffn_branches,
                 deploy=deploy,
                 num_extra_tokens=self.num_extra_tokens,
-                ihh_kernel=ihh_kernel)
+                ihh_kernel=ihh_kernel,
+                hmhsa_form=hmhsa_form)
             cfg.update(layer_cfgs[i])
             self.layers[i] = HViTEncoderLayer(**cfg)
         if self.frozen_stages > 0:  # upstream froze the replaced layers

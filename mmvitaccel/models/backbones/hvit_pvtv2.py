@@ -7,6 +7,7 @@ pooling neck and a linear head, mmpretrain (``configs/hvit_pvtv2_b1_*``).
 from mmcv.cnn.bricks.drop import DropPath
 from mmdet.models.backbones.pvt import PyramidVisionTransformerV2
 
+from ...ops import check_hmhsa_form
 from ...registry import MODELS
 from ..layers import HallucinatedSRA, compact_ffn, resolve_hmhsa_stages
 from ..utils import check_in_channels, pvtv2_state_dict
@@ -58,6 +59,9 @@ class HViTPyramidVisionTransformerV2(HViTHostMixin,
             ``docs/hmhsa_cffn_design.md#defaults``).
         deploy (bool): Build cFFN folded.
         ihh_kernel (int): IHH filter side.
+        hmhsa_form (str): Form of hMHSA's attention, ``'explicit'``,
+            ``'fused'`` or ``'auto'`` (default: per shape the faster; see
+            ``docs/hmhsa_cffn_design.md#two-forms``). Same function.
         **kwargs: Other arguments of mmdet's ``PyramidVisionTransformer``
             (``num_heads``, ``sr_ratios``, ``out_indices``,
             ``drop_path_rate``, ``init_cfg`` ...).
@@ -73,6 +77,7 @@ class HViTPyramidVisionTransformerV2(HViTHostMixin,
                  cffn_branches=2,
                  deploy=False,
                  ihh_kernel=3,
+                 hmhsa_form='auto',
                  **kwargs):
         if arch not in PVTV2_ARCHS:
             raise ValueError(f'unknown PVTv2 arch {arch!r}; choose from '
@@ -80,6 +85,7 @@ class HViTPyramidVisionTransformerV2(HViTHostMixin,
         kwargs = {**PVTV2_ARCHS[arch], **kwargs}
         super().__init__(**kwargs)
         self.deploy = deploy
+        check_hmhsa_form(hmhsa_form)
         self.hmhsa_stages = resolve_hmhsa_stages(hmhsa, self.num_heads)
         self.cffn_stages = resolve_layers(cffn, self.num_stages, 'cffn')
         attn_drop = kwargs.get('attn_drop_rate', 0.)
@@ -102,7 +108,8 @@ class HViTPyramidVisionTransformerV2(HViTHostMixin,
                         qkv_bias=old.attn.in_proj_bias is not None,
                         norm_cfg=norm_cfg,
                         sr_ratio=old.sr_ratio,
-                        kernel_size=ihh_kernel)
+                        kernel_size=ihh_kernel,
+                        hmhsa_form=hmhsa_form)
                 if i in self.cffn_stages:
                     compact_ffn(block.ffn, cffn_ratio, cffn_branches, deploy)
 

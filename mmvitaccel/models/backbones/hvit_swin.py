@@ -2,6 +2,7 @@
 from mmpretrain.models.backbones import SwinTransformer
 from mmpretrain.models.utils import ShiftWindowMSA
 
+from ...ops import check_hmhsa_form
 from ...registry import MODELS
 from ..layers import (HallucinatedWindowMSA, compact_ffn,
                       resolve_hmhsa_stages)
@@ -83,6 +84,9 @@ class HViTSwinTransformer(HViTHostMixin, SwinTransformer):
             ``docs/hmhsa_cffn_design.md#defaults``).
         deploy (bool): Build cFFN folded.
         ihh_kernel (int): IHH filter side.
+        hmhsa_form (str): Form of hMHSA's attention, ``'explicit'``,
+            ``'fused'`` or ``'auto'`` (default: per shape the faster; see
+            ``docs/hmhsa_cffn_design.md#two-forms``). Same function.
         **kwargs: Other ``SwinTransformer`` arguments. ``init_cfg=dict(
             type='Pretrained', checkpoint=...)`` reads official, mmdet or
             mmpretrain Swin weights (relative position tables resized to
@@ -97,9 +101,11 @@ class HViTSwinTransformer(HViTHostMixin, SwinTransformer):
                  cffn_branches=2,
                  deploy=False,
                  ihh_kernel=3,
+                 hmhsa_form='auto',
                  **kwargs):
         super().__init__(arch=arch, **kwargs)
         self.deploy = deploy
+        check_hmhsa_form(hmhsa_form)
         self.hmhsa_stages = resolve_hmhsa_stages(hmhsa, self.num_heads)
         self.cffn_stages = resolve_layers(cffn, len(self.stages), 'cffn')
         for i, stage in enumerate(self.stages):
@@ -115,7 +121,8 @@ class HViTSwinTransformer(HViTHostMixin, SwinTransformer):
                         qk_scale=old.scale,
                         attn_drop=old.attn_drop.p,
                         proj_drop=old.proj_drop.p,
-                        kernel_size=ihh_kernel)
+                        kernel_size=ihh_kernel,
+                        hmhsa_form=hmhsa_form)
                 if i in self.cffn_stages:
                     compact_ffn(block.ffn, cffn_ratio, cffn_branches, deploy)
         # frozen stages are applied by upstream's train()

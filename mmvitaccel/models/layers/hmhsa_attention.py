@@ -27,8 +27,8 @@ from mmpretrain.models.backbones.vision_transformer import \
 from mmpretrain.models.utils import LayerScale, WindowMSA
 
 from ...ops import (AttentionHallucination, check_even_heads,
-                    hallucinated_attention, relative_position_bias,
-                    window_mask)
+                    check_hmhsa_form, hallucinated_attention,
+                    relative_position_bias, window_mask)
 from .cffn import compact_ffn
 
 __all__ = [
@@ -56,8 +56,10 @@ class HallucinatedAttentionMixin:
     """
 
     def _init_hallucinated(self, embed_dims, num_heads, qkv_bias=True,
-                           kernel_size=3, where=''):
+                           kernel_size=3, where='', form='auto'):
         check_even_heads(num_heads, where)
+        # which form of hallucinated_attention runs (same function)
+        self.hmhsa_form = check_hmhsa_form(form)
         if embed_dims % num_heads:
             raise ValueError(f'embed_dims {embed_dims} is not a multiple of '
                              f'num_heads {num_heads}')
@@ -95,7 +97,8 @@ class HallucinatedAttentionMixin:
         k = self.k(x_kv).reshape(B, Nk, h // 2, d).transpose(1, 2)
         v = self.v(x_kv).reshape(B, Nk, h, d).transpose(1, 2)
         out = hallucinated_attention(q, k, v, self.hallucination, grid,
-                                     num_extra, scale, bias, mask, dropout_p)
+                                     num_extra, scale, bias, mask, dropout_p,
+                                     self.hmhsa_form)
         return out.transpose(1, 2).reshape(B, Nq, h * d)
 
 
@@ -115,6 +118,10 @@ class HallucinatedMultiheadAttention(HallucinatedAttentionMixin, nn.Module):
         num_extra_tokens (int): Leading tokens that are not on the patch
             grid (1: DeiT's class token).
         kernel_size (int): IHH filter side.
+        hmhsa_form (str): ``'explicit'`` (maps built, then IHH/CHH),
+            ``'fused'`` (no maps: IHH/CHH on keys and queries) or
+            ``'auto'`` (per shape the faster; :func:`~mmvitaccel.ops.
+            hmhsa.hallucinated_attention`). Same function, same weights.
     """
 
     def __init__(self,
@@ -127,9 +134,11 @@ class HallucinatedMultiheadAttention(HallucinatedAttentionMixin, nn.Module):
                  proj_bias=True,
                  layer_scale_init_value=0.,
                  num_extra_tokens=1,
-                 kernel_size=3):
+                 kernel_size=3,
+                 hmhsa_form='auto'):
         super().__init__()
-        self._init_hallucinated(embed_dims, num_heads, qkv_bias, kernel_size)
+        self._init_hallucinated(embed_dims, num_heads, qkv_bias, kernel_size,
+                                form=hmhsa_form)
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.num_extra_tokens = num_extra_tokens
@@ -173,6 +182,10 @@ class HViTEncoderLayer(TransformerEncoderLayer):
         deploy (bool): Build cFFN in the folded (inference) form.
         num_extra_tokens (int): Leading non-grid tokens (class token).
         ihh_kernel (int): IHH filter side.
+        hmhsa_form (str): ``'explicit'`` (maps built, then IHH/CHH),
+            ``'fused'`` (no maps: IHH/CHH on keys and queries) or
+            ``'auto'`` (per shape the faster; :func:`~mmvitaccel.ops.
+            hmhsa.hallucinated_attention`). Same function, same weights.
         **kwargs: Arguments of mmpretrain's ``TransformerEncoderLayer``.
     """
 
@@ -184,6 +197,7 @@ class HViTEncoderLayer(TransformerEncoderLayer):
                  deploy=False,
                  num_extra_tokens=1,
                  ihh_kernel=3,
+                 hmhsa_form='auto',
                  **kwargs):
         super().__init__(**kwargs)
         self.hmhsa = hmhsa
@@ -202,7 +216,8 @@ class HViTEncoderLayer(TransformerEncoderLayer):
                 layer_scale_init_value=kwargs.get('layer_scale_init_value',
                                                   0.),
                 num_extra_tokens=num_extra_tokens,
-                kernel_size=ihh_kernel)
+                kernel_size=ihh_kernel,
+                hmhsa_form=hmhsa_form)
         if cffn:
             compact_ffn(self.ffn, cffn_ratio, cffn_branches, deploy)
 
@@ -239,6 +254,10 @@ class HallucinatedSRA(HallucinatedAttentionMixin, SpatialReductionAttention):
         norm_cfg (dict): Norm after ``sr``.
         sr_ratio (int): Spatial reduction ratio.
         kernel_size (int): IHH filter side.
+        hmhsa_form (str): ``'explicit'`` (maps built, then IHH/CHH),
+            ``'fused'`` (no maps: IHH/CHH on keys and queries) or
+            ``'auto'`` (per shape the faster; :func:`~mmvitaccel.ops.
+            hmhsa.hallucinated_attention`). Same function, same weights.
         init_cfg (dict, optional): Init config.
     """
 
@@ -252,7 +271,8 @@ class HallucinatedSRA(HallucinatedAttentionMixin, SpatialReductionAttention):
                  norm_cfg=dict(type='LN'),
                  sr_ratio=1,
                  kernel_size=3,
-                 init_cfg=None):
+                 init_cfg=None,
+                 hmhsa_form='auto'):
         super().__init__(
             embed_dims,
             num_heads,
@@ -265,7 +285,8 @@ class HallucinatedSRA(HallucinatedAttentionMixin, SpatialReductionAttention):
             sr_ratio=sr_ratio,
             init_cfg=init_cfg)
         del self.attn  # nn.MultiheadAttention: fused Q, K, V of C each
-        self._init_hallucinated(embed_dims, num_heads, qkv_bias, kernel_size)
+        self._init_hallucinated(embed_dims, num_heads, qkv_bias, kernel_size,
+                                form=hmhsa_form)
         self.attn_drop_rate = attn_drop
         self.proj = nn.Linear(embed_dims, embed_dims)
 
@@ -309,6 +330,10 @@ class HallucinatedWindowMSA(HallucinatedAttentionMixin, WindowMSA):
         attn_drop (float): Attention dropout.
         proj_drop (float): Dropout after ``proj``.
         kernel_size (int): IHH filter side.
+        hmhsa_form (str): ``'explicit'`` (maps built, then IHH/CHH),
+            ``'fused'`` (no maps: IHH/CHH on keys and queries) or
+            ``'auto'`` (per shape the faster; :func:`~mmvitaccel.ops.
+            hmhsa.hallucinated_attention`). Same function, same weights.
         init_cfg (dict, optional): Init config.
     """
 
@@ -321,11 +346,13 @@ class HallucinatedWindowMSA(HallucinatedAttentionMixin, WindowMSA):
                  attn_drop=0.,
                  proj_drop=0.,
                  kernel_size=3,
-                 init_cfg=None):
+                 init_cfg=None,
+                 hmhsa_form='auto'):
         super().__init__(embed_dims, window_size, num_heads, qkv_bias,
                          qk_scale, attn_drop, proj_drop, init_cfg)
         del self.qkv
-        self._init_hallucinated(embed_dims, num_heads, qkv_bias, kernel_size)
+        self._init_hallucinated(embed_dims, num_heads, qkv_bias, kernel_size,
+                                form=hmhsa_form)
 
     def forward(self, x, mask=None):
         """

@@ -1,0 +1,196 @@
+"""hMHSA without explicit maps: the hallucinated heads as ``(q, k)`` pairs.
+
+The explicit form (:func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`
+with ``form='explicit'``) builds the ``g = h / 2`` real maps
+``A_j = s Q_j K_j^T`` (``s`` the logit scale), filters each on its key grid
+(IHH, filter ``w_j``) and mixes them (CHH, ``c_ij``). Both steps are linear
+in the keys, which gives the closed form used here:
+
+* IHH: ``IHH_j(A_j) = s Q_j (K'_j)^T`` with ``K'_j = conv_grid(K_j; w_j)``,
+  the same ``k x k`` filter run over the key grid of each channel of
+  ``K_j`` with the same zero padding at the grid border; a key that is not
+  on the grid (a class token) sees only the centre tap:
+  ``K'_j[cls] = w_j[centre] K_j[cls]``;
+* CHH: ``A_h,i = sum_j c_ij s Q_j (K'_j)^T = s Q'_i (K')^T`` with
+  ``Q'_i = [c_i1 Q_1, ..., c_ig Q_g]`` and ``K' = [K'_1, ..., K'_g]``,
+  concatenated over channels: the ``g`` hallucinated heads are ordinary
+  heads of width ``g d = C / 2`` that share one key ``K'``.
+
+The softmax is per head, so the real heads (width ``d``) and the
+hallucinated heads (width ``C / 2``) are two attentions over ``V``'s first
+and second half of heads, each with the same scale ``s`` (linear maps
+commute with it) and the same additive ``bias + mask``. The real heads run in
+the fused ``scaled_dot_product_attention``. So do the hallucinated ones when
+``g = 1``; otherwise CPU SDPA has no fused kernel for ``d_v != d_qk``, and
+``softmax(s Q' K'^T) V`` (the same FLOPs) is faster than its fallback. IHH
+and CHH never build or read a map.
+
+**A mask** is zeroed in the *input* of IHH in the explicit form, so score
+``(i, p)`` of a hallucinated map sums the neighbours ``p + t`` of key ``p``
+that query ``i`` may see. On the keys this is exact when the mask is a
+*region* mask over one token set (queries = keys, ``i`` may see ``p`` iff
+both lie in the same region, as Swin's shifted windows are): for every
+score that survives the mask, ``i`` sees ``p + t`` iff ``p`` sees
+``p + t``, so the neighbour ``p + t`` of key ``p`` is gated by row ``p`` of
+the mask, which no longer depends on the query. Scores the mask forbids
+differ between the forms, and both get the mask's offset.
+
+FLOPs (multiply-adds, one image, ``n`` queries, ``n_kv`` keys of which
+``e`` off the grid, filter side ``k``): the explicit form spends
+``k^2 n (n_kv - e) g`` on IHH and ``n n_kv g^2`` on CHH, this form
+``k^2 (n_kv - e) g d`` on IHH and ``n n_kv g (g d)`` on the wider scores of
+the hallucinated heads (:func:`~mmvitaccel.ops.hmhsa.hmhsa_flops`).
+
+Plain torch.
+"""
+import torch
+import torch.nn.functional as F
+
+from .attention import additive_mask, mask_logits
+
+__all__ = ['hallucinated_keys', 'fused_hallucinated_attention']
+
+
+def _grid_neighbours(grid, kernel_size, device):
+    """Index of the neighbour of every grid key under every filter tap.
+
+    Returns:
+        tuple[Tensor, Tensor]: ``index`` ``(k^2, H W)`` (long, 0 where out
+        of the grid) and ``inside`` ``(k^2, H W)`` (bool), taps in the
+        raster order of the filter (the order of ``F.unfold``).
+    """
+    Hk, Wk = grid
+    r = kernel_size // 2
+    ys = torch.arange(Hk, device=device).view(1, Hk, 1)
+    xs = torch.arange(Wk, device=device).view(1, 1, Wk)
+    offs = torch.arange(-r, r + 1, device=device)
+    dy = offs.repeat_interleave(kernel_size).view(-1, 1, 1)
+    dx = offs.repeat(kernel_size).view(-1, 1, 1)
+    ny, nx = ys + dy, xs + dx
+    inside = (ny >= 0) & (ny < Hk) & (nx >= 0) & (nx < Wk)
+    index = (ny.clamp(0, Hk - 1) * Wk + nx.clamp(0, Wk - 1))
+    return index.flatten(1), inside.flatten(1)
+
+
+def _allowed(mask):
+    """A mask as bool, True where a key may be attended."""
+    return mask if mask.dtype == torch.bool else mask >= 0
+
+
+def hallucinated_keys(k, ihh, grid, num_extra=0, mask=None):
+    """``K'_j = conv_grid(K_j; w_j)``: IHH moved from the maps to the keys.
+
+    Args:
+        k (Tensor): ``K^`` ``(B, g, N_k, d)``, ``N_k = num_extra + H_k
+            W_k``, grid keys in raster order.
+        ihh (IntraHeadHallucination): holds the ``g`` filters
+            ``(g, 1, k, k)``.
+        grid (tuple[int, int]): ``(H_k, W_k)``.
+        num_extra (int): Leading non-grid keys (centre tap only).
+        mask (Tensor, optional): A region mask (see the module notes),
+            bool or additive, ``(B or 1, 1, N_k, N_k)``; a neighbour of key
+            ``p`` that row ``p`` forbids is left out of ``K'[p]``.
+
+    Returns:
+        Tensor: ``K'`` ``(B, g, N_k, d)``, so that
+        ``Q_j K'_j^T = IHH_j(Q_j K_j^T)`` for every query.
+    """
+    B, G, Nk, d = k.shape
+    Hk, Wk = grid
+    weight = ihh.conv.weight  # (g, 1, k, k)
+    ks = weight.shape[-1]
+    if G != ihh.num_maps or Nk != num_extra + Hk * Wk:
+        raise ValueError(f'IHH expects keys (B, {ihh.num_maps}, {num_extra} '
+                         f'+ {Hk}*{Wk}, d), got {tuple(k.shape)}')
+    # (B, g, H W, d) -> (B, g d, H, W): every channel of map j gets w_j
+    keys = k[:, :, num_extra:].transpose(2, 3).reshape(B, G * d, Hk, Wk)
+    if mask is None:
+        out = F.conv2d(keys, weight.repeat_interleave(d, 0),
+                       padding=ks // 2, groups=G * d)
+        out = out.reshape(B, G, d, Hk * Wk)
+    else:
+        if num_extra or mask.shape[-1] != Nk or mask.shape[-2] != Nk or \
+                (mask.dim() == 4 and mask.shape[1] != 1):
+            raise ValueError(
+                'the fused hMHSA form takes a mask only as a region mask '
+                f'over the key grid, (B, 1, {Nk}, {Nk}) without extra keys; '
+                f'got {tuple(mask.shape)} with num_extra={num_extra} '
+                "(use form='explicit')")
+        index, inside = _grid_neighbours(grid, ks, k.device)
+        rows = torch.arange(Nk, device=k.device)
+        # gate[b, t, p]: key p sees its neighbour p + t (row p of the mask)
+        gate = _allowed(mask)[..., rows, index] & inside
+        coef = gate.reshape(-1, 1, ks * ks, Nk).to(k.dtype) * \
+            weight.reshape(1, G, ks * ks, 1)
+        # the k^2 shifted copies of the zero-padded grid (what unfold gives)
+        padded = F.pad(keys, (ks // 2, ) * 4)
+        taps = torch.stack([
+            padded[..., i:i + Hk, j:j + Wk] for i in range(ks)
+            for j in range(ks)
+        ], dim=2).reshape(B, G, d, ks * ks, Nk)
+        out = torch.einsum('bgdtn,bgtn->bgdn', taps, coef)
+    out = out.transpose(2, 3)
+    if not num_extra:
+        return out
+    centre = weight[:, 0, ks // 2, ks // 2].view(1, G, 1, 1)
+    return torch.cat((k[:, :, :num_extra] * centre, out), dim=2)
+
+
+def _logit_mask(bias, mask, dtype):
+    """``bias + mask`` as one SDPA ``attn_mask`` (None, bool or float)."""
+    if mask is not None and mask.dtype == torch.bool:
+        if bias is None:
+            return mask  # SDPA: True where allowed, as ours
+        mask = additive_mask(mask, dtype)
+    if bias is None:
+        return None if mask is None else mask.to(dtype)
+    return bias.to(dtype) if mask is None else bias.to(dtype) + mask
+
+
+def _split_heads(attn_mask, g):
+    """The real and the hallucinated heads' part of a ``(.., h|1, .., ..)``
+    mask."""
+    if attn_mask is None or attn_mask.dim() < 3 or attn_mask.shape[-3] == 1:
+        return attn_mask, attn_mask
+    return attn_mask[..., :g, :, :], attn_mask[..., g:, :, :]
+
+
+def fused_hallucinated_attention(q, k, v, hallucination, grid, num_extra=0,
+                                 scale=None, bias=None, mask=None,
+                                 dropout_p=0.0):
+    """hMHSA with IHH and CHH on keys and queries, no map for them (module
+    notes): the real heads in SDPA's fused kernel, the hallucinated heads in
+    it too when ``g = 1``, else as ``softmax(s Q' K'^T) V``.
+
+    Args and Returns: as :func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`
+    (``mask`` must be a region mask, see the module notes).
+    """
+    B, G, Nq, d = q.shape
+    if scale is None:
+        scale = d**-0.5
+    # K'_j = conv_grid(K_j; w_j); K' = [K'_1 .. K'_g] (B, N_k, g d)
+    kh = hallucinated_keys(k, hallucination.ihh, grid, num_extra, mask)
+    kh = kh.transpose(1, 2).reshape(B, 1, -1, G * d)
+    if G == 1:
+        kh = kh.expand(B, G, -1, G * d)
+    # s Q'_i = s [c_i1 Q_1 .. c_ig Q_g] (B, g, N_q, g d), the scale folded
+    c = hallucination.chh.conv.weight.view(1, G, G, 1, 1) * scale
+    qh = (c * q[:, None]).permute(0, 1, 3, 2, 4).reshape(B, G, Nq, G * d)
+    m_real, m_hall = _split_heads(_logit_mask(bias, mask, q.dtype), G)
+    real = F.scaled_dot_product_attention(
+        q, k, v[:, :G], attn_mask=m_real, dropout_p=dropout_p, scale=scale)
+    if G == 1:  # hallucinated head as wide as a real one: fused kernel
+        hall = F.scaled_dot_product_attention(
+            qh, kh, v[:, G:], attn_mask=m_hall, dropout_p=dropout_p,
+            scale=1.0)
+    else:
+        # the CPU fused kernel needs d_v = d_qk (here g d vs d), and SDPA's
+        # fallback costs more than these three steps (same FLOPs)
+        logits = qh @ kh.transpose(-2, -1)
+        if m_hall is not None:
+            logits = mask_logits(logits, m_hall)
+        attn = logits.softmax(dim=-1)
+        if dropout_p:
+            attn = F.dropout(attn, p=dropout_p)
+        hall = attn @ v[:, G:]
+    return torch.cat((real, hall), dim=1)

@@ -1,0 +1,188 @@
+"""hMHSA's two forms (mmvitaccel.ops.hmhsa / hmhsa_fused): the fused form
+(IHH on the keys, CHH as wider queries, no map) is the explicit one (maps,
+then IHH and CHH), values and gradients, with class token, bias, masks; its
+FLOPs are counted as they run; the option is checked."""
+import pytest
+import torch
+import torch.nn as nn
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mmvitaccel  # noqa: F401
+from mmvitaccel.analysis.flops import count_flops
+from mmvitaccel.models import (HViTDeiT, HViTPyramidVisionTransformerV2,
+                               HViTSwinTransformer)
+from mmvitaccel.models.layers import HallucinatedWindowMSA
+from mmvitaccel.ops import (MASKED_LOGIT, AttentionHallucination,
+                            hallucinated_attention, hallucinated_keys,
+                            hmhsa_flops, resolve_hmhsa_form)
+
+from .test_hvit import TINY_DEIT, TINY_PVT, TINY_SWIN
+
+
+def _region_mask(batch, n, regions, kind, generator):
+    """A Swin-like mask: key ``p`` visible to query ``i`` iff same region."""
+    label = torch.randint(0, regions, (batch, n), generator=generator)
+    allowed = label[:, :, None] == label[:, None, :]
+    if kind == 'bool':
+        return allowed[:, None]
+    value = -100. if kind == 'swin' else MASKED_LOGIT
+    return torch.zeros(allowed.shape, dtype=torch.double).masked_fill(
+        ~allowed, value)[:, None]
+
+
+def _both_forms(case, dtype=torch.double):
+    """Outputs and gradients (``q, k, v`` and the weights) of both forms."""
+    g = torch.Generator().manual_seed(case['seed'])
+    B, h, d, (Hk, Wk), extra = (case[k] for k in ('batch', 'heads', 'dims',
+                                                  'grid', 'extra'))
+    nk = extra + Hk * Wk
+    nq = nk if case['self'] else case['nq']
+    hal = AttentionHallucination(h, case['kernel']).to(dtype)
+    with torch.no_grad():
+        for p in hal.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=dtype) * 0.5)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g, dtype=dtype).requires_grad_()
+
+    q, k, v = rand(B, h // 2, nq, d), rand(B, h // 2, nk, d), rand(B, h, nk, d)
+    bias = torch.randn(h, nq, nk, generator=g, dtype=dtype) \
+        if case['bias'] else None
+    mask = _region_mask(B, nk, 3, case['mask'], g) if case['mask'] else None
+    if mask is not None and mask.dtype != torch.bool:
+        mask = mask.to(dtype)
+    res = []
+    for form in ('explicit', 'fused'):
+        out = hallucinated_attention(q, k, v, hal, (Hk, Wk), extra,
+                                     bias=bias, mask=mask, form=form)
+        weights = torch.randn(out.shape, generator=g.manual_seed(1),
+                              dtype=dtype)
+        grads = torch.autograd.grad((out * weights).sum(),
+                                    [q, k, v, *hal.parameters()])
+        res.append((out, grads))
+    return res
+
+
+@st.composite
+def cases(draw):
+    mask = draw(st.sampled_from([None, 'swin', 'bool', 'additive']))
+    return dict(
+        seed=draw(st.integers(0, 2**16)),
+        batch=draw(st.integers(1, 2)),
+        heads=draw(st.sampled_from([2, 4, 6])),
+        dims=draw(st.integers(1, 6)),
+        grid=(draw(st.integers(1, 5)), draw(st.integers(1, 5))),
+        # a region mask is over one token set, all on the grid (Swin)
+        extra=0 if mask else draw(st.integers(0, 2)),
+        self=True if mask else draw(st.booleans()),
+        nq=draw(st.integers(1, 9)),
+        bias=draw(st.booleans()),
+        mask=mask,
+        kernel=draw(st.sampled_from([1, 3, 5])))
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=cases())
+def test_fused_form_equals_explicit_form_float64(case):
+    (ref, ref_grads), (out, grads) = _both_forms(case)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    for a, b in zip(grads, ref_grads):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-11)
+
+
+@settings(max_examples=15, deadline=None)
+@given(case=cases())
+def test_fused_form_equals_explicit_form_float32(case):
+    """float32: outputs within 1e-5, gradients within 1e-4 (relative)."""
+    (ref, ref_grads), (out, grads) = _both_forms(case, torch.float32)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    for a, b in zip(grads, ref_grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_hallucinated_keys_turn_ihh_on_the_maps_into_a_key_filter():
+    """``Q K'^T == IHH(Q K^T)`` row by row, class token: centre tap only."""
+    torch.manual_seed(0)
+    hal = AttentionHallucination(4).double()
+    nn.init.normal_(hal.ihh.conv.weight)
+    q = torch.randn(1, 2, 5, 3, dtype=torch.double)
+    k = torch.randn(1, 2, 1 + 3 * 4, 3, dtype=torch.double)
+    kh = hallucinated_keys(k, hal.ihh, (3, 4), num_extra=1)
+    torch.testing.assert_close(q @ kh.transpose(-2, -1),
+                               hal.ihh(q @ k.transpose(-2, -1), (3, 4), 1))
+    centre = hal.ihh.conv.weight[:, 0, 1, 1].view(1, 2, 1)
+    torch.testing.assert_close(kh[:, :, 0], k[:, :, 0] * centre)
+
+
+def test_fused_form_refuses_a_mask_it_cannot_reproduce():
+    hal = AttentionHallucination(2)
+    q, k, v = torch.randn(1, 1, 5, 4), torch.randn(1, 1, 5, 4), \
+        torch.randn(1, 2, 5, 4)
+    mask = torch.zeros(1, 1, 5, 5)
+    with pytest.raises(ValueError, match='region mask'):
+        hallucinated_attention(q, k, v, hal, (2, 2), 1, mask=mask,
+                               form='fused')
+    with pytest.raises(ValueError, match=r"form must be one of \('explicit'"):
+        hallucinated_attention(q, k, v, hal, (2, 2), 1, form='flash')
+
+
+def test_auto_rule():
+    """Fused when the keys are at least as many as the wide heads' width
+    (DeiT-S); explicit with fewer keys (PVTv2-b1's 49 reduced keys, Swin-T's
+    7x7 windows), as measured on the whole models."""
+    assert resolve_hmhsa_form('auto', 197, 197, 3, 64) == 'fused'
+    assert resolve_hmhsa_form('auto', 784, 49, 1, 64) == 'explicit'
+    assert resolve_hmhsa_form('auto', 49, 49, 4, 64) == 'explicit'
+    for g in (3, 6, 12):
+        assert resolve_hmhsa_form('auto', 49, 49, g, 32) == 'explicit'
+    assert resolve_hmhsa_form('fused', 49, 49, 12, 32) == 'fused'
+
+
+@pytest.mark.parametrize('form', ['explicit', 'fused', 'auto'])
+@pytest.mark.parametrize('shift', [False, True])
+def test_counted_flops_follow_the_form_that_runs(form, shift):
+    """The counter sees what runs: Swin's window attention, masked or not."""
+    C, h, w, nW = 48, 4, 5, 2
+    attn = HallucinatedWindowMSA(C, (w, w), h, hmhsa_form=form)
+    x = torch.randn(nW, w * w, C)
+    mask = _region_mask(nW, w * w, 2, 'swin', torch.Generator()).float()[
+        :, 0] if shift else None
+    counted = count_flops(attn, (x, mask)).total
+    assert counted == nW * hmhsa_flops(w * w, C, h, form=form)
+    # the fused form pays g d wide hallucinated scores: more FLOPs
+    assert hmhsa_flops(w * w, C, h, form='fused') > \
+        hmhsa_flops(w * w, C, h, form='explicit')
+
+
+HOSTS = {
+    'deit': (lambda **kw: HViTDeiT(arch=TINY_DEIT, **kw), (2, 3, 48, 64)),
+    'pvt': (lambda **kw: HViTPyramidVisionTransformerV2(**TINY_PVT, **kw),
+            (1, 3, 96, 64)),
+    'swin': (lambda **kw: HViTSwinTransformer(
+        arch=TINY_SWIN, window_size=4, **kw), (1, 3, 128, 128)),
+}
+
+
+@pytest.mark.parametrize('host', sorted(HOSTS))
+def test_hosts_give_the_same_output_in_both_forms(host):
+    build, shape = HOSTS[host]
+    torch.manual_seed(0)
+    ref = build(hmhsa_form='explicit').double()
+    fused = build(hmhsa_form='fused').double()
+    fused.load_state_dict(ref.state_dict())
+    ref.eval()
+    fused.eval()
+    x = torch.randn(*shape, dtype=torch.double)
+    with torch.no_grad():
+        for a, b in zip(fused(x), ref(x)):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize('host', sorted(HOSTS))
+def test_hosts_refuse_an_unknown_form(host):
+    build, _ = HOSTS[host]
+    with pytest.raises(ValueError,
+                       match=r"hmhsa_form must be one of \('explicit', "
+                       r"'fused', 'auto'\), got 'flash'"):
+        build(hmhsa_form='flash')

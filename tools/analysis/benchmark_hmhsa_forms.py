@@ -1,0 +1,90 @@
+"""Interleaved timing of the explicit and the fused hMHSA form per shape.
+
+For each layer shape of the three hosts (DeiT-S, PVTv2-b1, Swin-T at 224²)
+and each batch, the two forms of ``hallucinated_attention`` run on the same
+random ``Q^, K^, V`` in alternation (``--rounds`` rounds), and the median
+time of each and their ratio (explicit / fused, > 1: fused faster) are
+printed. ``resolve_hmhsa_form``'s ``'auto'`` rule is chosen from this table.
+
+Example::
+
+    python tools/analysis/benchmark_hmhsa_forms.py --batch 1 32 --threads 2
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+from mmvitaccel.ops import (AttentionHallucination, hallucinated_attention,
+                            resolve_hmhsa_form, window_mask)
+
+#: (name, images -> attention batch, N_q, key grid, extra keys, h, d, mask)
+SHAPES = [
+    ('DeiT-S', 1, 197, (14, 14), 1, 6, 64, False),
+    ('PVTv2-b1 s2', 1, 784, (7, 7), 0, 2, 64, False),
+    ('PVTv2-b1 s4', 1, 49, (7, 7), 0, 8, 64, False),
+    ('Swin-T s2', 16, 49, (7, 7), 0, 6, 32, True),
+    ('Swin-T s3', 4, 49, (7, 7), 0, 12, 32, True),
+    ('Swin-T s4', 1, 49, (7, 7), 0, 24, 32, False),
+]
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--batch', type=int, nargs='+', default=[1, 32])
+    parser.add_argument('--rounds', type=int, default=20)
+    parser.add_argument('--iters', type=int, default=5)
+    parser.add_argument('--threads', type=int, default=None)
+    return parser.parse_args()
+
+
+def inputs(batch, per_image, nq, grid, extra, h, d, mask):
+    """Random ``Q^, K^, V``, the hallucination and a Swin-like mask."""
+    B, g, nk = batch * per_image, h // 2, extra + grid[0] * grid[1]
+    q = torch.randn(B, g, nq, d)
+    k = torch.randn(B, g, nk, d)
+    v = torch.randn(B, h, nk, d)
+    m = None
+    if mask:  # two regions per window, as a shifted window at the border
+        region = (torch.arange(nk) >= nk // 2).long()
+        m = torch.where(region[:, None] == region[None], 0., -100.)
+        m = window_mask(m[None].expand(per_image, -1, -1), B)
+    return q, k, v, AttentionHallucination(h), m
+
+
+def main():
+    args = parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f'threads={torch.get_num_threads()}')
+    print('| layer | batch | N_q | N_k | g d | explicit ms | fused ms | '
+          'explicit/fused | auto |')
+    print('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+    for batch in args.batch:
+        for name, per, nq, grid, extra, h, d, mask in SHAPES:
+            q, k, v, hal, m = inputs(batch, per, nq, grid, extra, h, d, mask)
+            times = {'explicit': [], 'fused': []}
+            with torch.no_grad():
+                for _ in range(2):  # warm-up
+                    for form in times:
+                        hallucinated_attention(q, k, v, hal, grid, extra,
+                                               mask=m, form=form)
+                for _ in range(args.rounds):
+                    for form in times:
+                        t0 = time.perf_counter()
+                        for _ in range(args.iters):
+                            hallucinated_attention(q, k, v, hal, grid, extra,
+                                                   mask=m, form=form)
+                        times[form].append(
+                            (time.perf_counter() - t0) / args.iters)
+            ex, fu = (statistics.median(times[f]) * 1e3 for f in times)
+            auto = resolve_hmhsa_form('auto', nq, k.shape[2], h // 2, d,
+                                      q.shape[0])
+            print(f'| {name} | {batch} | {nq} | {k.shape[2]} | {h // 2 * d} '
+                  f'| {ex:.3f} | {fu:.3f} | {ex / fu:.2f} | {auto} |',
+                  flush=True)
+
+
+if __name__ == '__main__':
+    main()
