@@ -1,4 +1,5 @@
 from .cffn import compact_ffn
+from .conv_stem import ConvStem
 from .hmhsa_attention import (HallucinatedAttentionMixin,
                               HallucinatedMultiheadAttention, HallucinatedSRA,
                               HallucinatedWindowMSA, HViTEncoderLayer,
@@ -13,7 +14,7 @@ from .static_attention import (relative_position_bias, shift_regions,
                                window_attention)
 
 __all__ = [
-    'compact_ffn', 'HallucinatedAttentionMixin',
+    'compact_ffn', 'ConvStem', 'HallucinatedAttentionMixin',
     'HallucinatedMultiheadAttention', 'HallucinatedSRA',
     'HallucinatedWindowMSA', 'HViTEncoderLayer', 'is_hallucinated',
     'resolve_hmhsa_stages', 'square_grid', 'cross_attention',

@@ -1,0 +1,435 @@
+"""The small-scale accuracy study (``docs/study.md``): a host trained on
+real digits, training-free pruning references on it and, as entries of
+:data:`TRAINED_METHODS`, the trained methods; accuracy, parameters, FLOPs
+and measured speed of each, as CSV rows and plots.
+
+``tools/analysis/tradeoff_study.py`` is the command; the logic is here:
+
+* :func:`host_checkpoint` trains the host with mmengine's runner, or reuses
+  the checkpoint cached under ``cache_dir`` by the config's text and seed;
+* :func:`pruned_host` is the trained host with token pruning before a layer
+  (:class:`~mmvitaccel.models.TokenPrunedVisionTransformer` on the host's
+  weights, the value selector at density ``rho``, tokens dropped):
+  ``scorer='tis'`` (SaiT's TIS), ``'cls'`` (EViT's class attention),
+  ``'random'`` (the floor);
+* :func:`top1` evaluates a model on preprocessed test batches;
+* :func:`reference_rows` sweeps scorers, densities and seeds;
+* :func:`measure` adds parameters, FLOPs (the one counter,
+  :func:`~mmvitaccel.analysis.flops.count_flops`) and the speed ratio to
+  the host, timed interleaved
+  (:func:`~mmvitaccel.analysis.timing.interleaved_benchmark`);
+* :func:`write_csv` and :func:`plot_tradeoff` write the results.
+
+A trained method plugs in as a :class:`StudyMethod`: a config, its
+cfg-options, how it starts from the host and the test-time settings to
+evaluate; :func:`method_checkpoint` trains (or reuses) it per seed.
+"""
+import copy
+import csv
+import hashlib
+import os
+import os.path as osp
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+
+__all__ = [
+    'FIELDS', 'HOST_CONFIG', 'INITS', 'REFERENCE_SCORERS', 'StudyMethod',
+    'TRAINED_METHODS', 'config_key', 'host_checkpoint', 'method_checkpoint',
+    'measure', 'plot_tradeoff', 'pruned_host', 'reference_rows',
+    'summarise', 'test_inputs', 'top1', 'write_csv'
+]
+
+#: The host recipe, relative to the repository root.
+HOST_CONFIG = 'configs/study/digits_deit_host.py'
+#: Training-free scorers: SaiT's TIS, EViT's class attention, random.
+REFERENCE_SCORERS = ('tis', 'cls', 'random')
+#: How a trained method starts: the host's weights (``load_from``), a
+#: DGSSA checkpoint made by ``tools/dgssa_init.py`` from the host, or
+#: random initialisation.
+INITS = ('host', 'dgssa_init', 'scratch')
+#: The CSV's columns.
+FIELDS = ('method', 'setting', 'params', 'mflops', 'flops_ratio',
+          'top1_mean', 'top1_std', 'num_seeds', 'speed_ratio',
+          'speed_ratio_q1', 'speed_ratio_q3')
+
+
+@dataclass
+class StudyMethod:
+    """A trained method of the study.
+
+    Attributes:
+        config (str): its config (e.g. under ``configs/study/``), trained
+            with the host's data and schedule.
+        cfg_options (dict): overrides of the config.
+        init (str): one of :data:`INITS`.
+        settings (dict): label -> ``cfg_options`` applied to the model at
+            test time (e.g. ``{'rho=0.5': {'model.backbone.density':
+            0.5}}``); empty: one setting, the config's own.
+    """
+    config: str
+    cfg_options: dict = field(default_factory=dict)
+    init: str = 'host'
+    settings: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.init not in INITS:
+            raise ValueError(f'init must be one of {INITS}, got '
+                             f'{self.init!r}')
+
+
+#: Method name -> :class:`StudyMethod`. The trained methods (STViT-DeiT with
+#: 16 tokens, SaiT, AS-ViT, Integrated-DeiT, hMHSA + cFFN) are added here.
+TRAINED_METHODS: Dict[str, StudyMethod] = {}
+
+
+def config_key(cfg, seed):
+    """A short hash of a config's text and a seed (the cache key)."""
+    text = cfg.pretty_text + f'\nseed={seed}'
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def _train(cfg, work_dir, seed):
+    """Train ``cfg`` with mmengine's runner into ``work_dir``; return the
+    path of the final weights (written atomically, so that an interrupted
+    run leaves no checkpoint that looks complete)."""
+    from mmengine.runner import Runner
+    final = osp.join(work_dir, 'final.pth')
+    cfg = copy.deepcopy(cfg)
+    cfg.work_dir = work_dir
+    cfg.randomness = dict(seed=seed, deterministic=False)
+    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=-1,
+                                        save_last=False)
+    runner = Runner.from_cfg(cfg)
+    runner.train()
+    tmp = final + '.tmp'
+    torch.save(dict(state_dict=runner.model.state_dict(),
+                    meta=dict(seed=seed, epoch=runner.epoch)), tmp)
+    os.replace(tmp, final)
+    return final
+
+
+def host_checkpoint(cfg, seed, cache_dir, train=True):
+    """The trained host's weights for ``(cfg, seed)``: cached, or trained
+    now.
+
+    Args:
+        cfg (mmengine.Config): the host config (with any overrides).
+        seed (int): the training seed.
+        cache_dir (str): where checkpoints are kept, one folder per
+            :func:`config_key`.
+        train (bool): train when nothing is cached (else raise).
+
+    Returns:
+        str: the checkpoint path.
+    """
+    work_dir = osp.join(cache_dir, f'host_seed{seed}_{config_key(cfg, seed)}')
+    final = osp.join(work_dir, 'final.pth')
+    if osp.isfile(final):
+        return final
+    if not train:
+        raise FileNotFoundError(f'no cached host in {work_dir}; run without '
+                                '--no-train to train it')
+    return _train(cfg, work_dir, seed)
+
+
+def method_checkpoint(name, method, host_cfg, host_ckpt, seed, cache_dir):
+    """A trained method's weights for a seed: cached, or trained now from
+    the host (:attr:`StudyMethod.init`).
+
+    Args:
+        name (str): the method's name (for the cache folder).
+        method (StudyMethod): the entry.
+        host_cfg (mmengine.Config): the host config (its data and schedule
+            are the method's unless its config changes them).
+        host_ckpt (str): the trained host.
+        seed (int): the training seed.
+        cache_dir (str): the cache folder.
+
+    Returns:
+        str: the checkpoint path.
+    """
+    from ..apis.harness import load_config
+    cfg = load_config(method.config, copy.deepcopy(method.cfg_options))
+    if method.init == 'host':
+        cfg.load_from = host_ckpt
+    elif method.init == 'dgssa_init':
+        raise NotImplementedError(
+            'dgssa_init: run tools/dgssa_init.py on the host and name its '
+            'output in the entry\'s cfg_options (model.backbone.init_cfg)')
+    slug = ''.join(c if c.isalnum() else '_' for c in name).strip('_')
+    work_dir = osp.join(
+        cache_dir,
+        f'{slug}_seed{seed}_{config_key(cfg, seed)}_'
+        f'{config_key(host_cfg, seed)[:6]}')
+    final = osp.join(work_dir, 'final.pth')
+    return final if osp.isfile(final) else _train(cfg, work_dir, seed)
+
+
+def build_study_model(cfg, checkpoint, cfg_options=None):
+    """A model of a config with its weights, in eval mode."""
+    from ..apis.harness import build_model
+    cfg = copy.deepcopy(cfg)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    return build_model(cfg, checkpoint)
+
+
+def pruned_host(cfg, checkpoint, scorer, density, prune_before=(3, )):
+    """The trained host with training-free token pruning.
+
+    Before layer ``l`` (0-based, ``prune_before``) the patch tokens are
+    scored from layer ``l - 1``'s attention and the ``round(rho (N + 1))
+    - 1`` best are kept (SaiT's value selector); the others are dropped.
+    ``density=1`` is the host exactly.
+
+    Args:
+        cfg (mmengine.Config): the host config (an mmpretrain
+            ``VisionTransformer`` backbone).
+        checkpoint (str): the host's weights.
+        scorer (str): ``'tis'``, ``'cls'``, ``'random'`` (or ``'asvit'``).
+        density (float): ``rho`` in ``(0, 1]``.
+        prune_before (Sequence[int]): the pruning layers.
+
+    Returns:
+        nn.Module: the classifier, in eval mode.
+    """
+    cfg = copy.deepcopy(cfg)
+    backbone = cfg.model.backbone
+    if backbone.type.split('.')[-1] != 'VisionTransformer':
+        raise ValueError('pruned_host needs a VisionTransformer host, got '
+                         f'{backbone.type}')
+    backbone.update(type='mmvitaccel.TokenPrunedVisionTransformer',
+                    prune_before=tuple(prune_before), scorer=scorer,
+                    selector='value', density=density,
+                    test_execution='drop')
+    return build_study_model(cfg, checkpoint)
+
+
+def test_inputs(cfg, num_images=None, batch_size=128):
+    """The test split, preprocessed: ``(inputs, labels)`` batches.
+
+    Args:
+        cfg (mmengine.Config): a study config.
+        num_images (int, optional): the first images only (default: all).
+        batch_size (int): images per batch.
+
+    Returns:
+        list[tuple[Tensor, Tensor]]: ``(B, 3, H, W)`` and ``(B, )``.
+    """
+    from mmengine.registry import MODELS, DefaultScope
+
+    from ..apis.harness import real_data_batches
+    if num_images is None:
+        from mmengine.registry import DATASETS
+        with DefaultScope.overwrite_default_scope(cfg.get('default_scope')):
+            num_images = len(DATASETS.build(cfg.test_dataloader.dataset))
+    batches = real_data_batches(cfg, num_images, batch_size)
+    pre_cfg = dict(type='ClsDataPreprocessor', **cfg.data_preprocessor)
+    with DefaultScope.overwrite_default_scope(cfg.get('default_scope')):
+        pre = MODELS.build(pre_cfg)
+    out = []
+    for batch in batches:
+        data = pre(batch, False)
+        labels = torch.cat([s.gt_label for s in data['data_samples']])
+        out.append((data['inputs'], labels))
+    return out
+
+
+def top1(model, inputs, seed=0):
+    """Top-1 accuracy of a classifier on preprocessed batches, with torch's
+    generator seeded first (the random scorer draws from it).
+
+    Args:
+        model (nn.Module): an mmpretrain classifier (``mode='tensor'``
+            returns the logits).
+        inputs (list[tuple[Tensor, Tensor]]): from :func:`test_inputs`.
+        seed (int): the evaluation seed.
+
+    Returns:
+        float: the share of correct predictions.
+    """
+    torch.manual_seed(seed)
+    correct = total = 0
+    with torch.no_grad():
+        for images, labels in inputs:
+            logits = model(images, mode='tensor')
+            correct += int((logits.argmax(dim=-1) == labels).sum())
+            total += len(labels)
+    return correct / total
+
+
+def summarise(values):
+    """``(mean, std)`` of per-seed accuracies (std 0 for one seed)."""
+    values = list(values)
+    std = statistics.stdev(values) if len(values) > 1 else 0.
+    return statistics.fmean(values), std
+
+
+def reference_rows(cfg, checkpoint, inputs, densities, seeds,
+                   scorers=REFERENCE_SCORERS, prune_before=(3, ),
+                   progress=None):
+    """Training-free pruning of the trained host, per scorer and density.
+
+    Args:
+        cfg (mmengine.Config): the host config.
+        checkpoint (str): the host's weights.
+        inputs (list): test batches (:func:`test_inputs`).
+        densities (Sequence[float]): the ``rho`` values.
+        seeds (Sequence[int]): evaluation seeds (they matter for
+            ``'random'``; deterministic scorers give the same value each).
+        scorers (Sequence[str]): scorers to evaluate.
+        prune_before (Sequence[int]): the pruning layers.
+        progress (Callable[[str], None], optional): called after each
+            model is evaluated.
+
+    Returns:
+        list[dict]: ``method, setting, top1_mean, top1_std, num_seeds,
+        per_seed`` and the model factory ``build`` (for :func:`measure`);
+        the first row is the host.
+    """
+    host = build_study_model(cfg, checkpoint)
+    accs = [top1(host, inputs, s) for s in seeds]
+    rows = [dict(method='host', setting='dense',
+                 build=lambda: build_study_model(cfg, checkpoint),
+                 per_seed=accs)]
+    if progress:
+        progress('host')
+    for scorer in scorers:
+        for rho in densities:
+            model = pruned_host(cfg, checkpoint, scorer, rho, prune_before)
+            accs = [top1(model, inputs, s) for s in seeds]
+            rows.append(dict(
+                method=f'{scorer} pruning', setting=f'rho={rho:g}',
+                build=(lambda sc=scorer, r=rho: pruned_host(
+                    cfg, checkpoint, sc, r, prune_before)),
+                per_seed=accs))
+            if progress:
+                progress(f'{scorer} rho={rho:g}')
+    for row in rows:
+        row['top1_mean'], row['top1_std'] = summarise(row['per_seed'])
+        row['num_seeds'] = len(row['per_seed'])
+    return rows
+
+
+def measure(rows, inputs, rounds=5, batch_size=32, progress=False):
+    """Add ``params``, ``mflops`` (per image), ``flops_ratio`` and the
+    speed ratio to the host (median and quartiles over interleaved rounds
+    on one batch) to each row; the first row is the baseline.
+
+    Args:
+        rows (list[dict]): rows with a ``build`` factory.
+        inputs (list): test batches; the first ``batch_size`` images are
+            timed.
+        rounds (int): interleaved timing rounds.
+        batch_size (int): images per timed call.
+        progress (bool): a tqdm bar over the rounds.
+
+    Returns:
+        list[dict]: the rows, completed.
+    """
+    from .flops import count_flops, count_params
+    from .timing import interleaved_benchmark
+    images = torch.cat([x for x, _ in inputs])[:batch_size]
+    models = {}
+    for i, row in enumerate(rows):
+        model = row['build']()
+        row['params'] = count_params(model)
+        row['mflops'] = count_flops(model, images[:1],
+                                    dict(mode='tensor')).total / 1e6
+        models[i] = model
+
+    def call(model):
+        def run():
+            with torch.no_grad():
+                model(images, mode='tensor')
+        return run
+
+    names = {i: f'{r["method"]} {r["setting"]}' for i, r in enumerate(rows)}
+    result = interleaved_benchmark(
+        {names[i]: call(m) for i, m in models.items()}, rounds=rounds,
+        iters_per_round=1, warmup=1, items_per_call=len(images),
+        baseline=names[0], progress=progress)
+    for i, row in enumerate(rows):
+        row['flops_ratio'] = row['mflops'] / rows[0]['mflops']
+        if i == 0:
+            row['speed_ratio'] = row['speed_ratio_q1'] = \
+                row['speed_ratio_q3'] = 1.
+        else:
+            stats = result.speedup[names[i]]
+            row['speed_ratio'], row['speed_ratio_q1'], \
+                row['speed_ratio_q3'] = stats.median, stats.q1, stats.q3
+    return rows
+
+
+def write_csv(rows, path):
+    """The rows' :data:`FIELDS` as CSV."""
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    with open(path, 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS, extrasaction='ignore')
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({
+                k: f'{row[k]:.6g}' if isinstance(row[k], float) else row[k]
+                for k in FIELDS
+            })
+
+
+def plot_tradeoff(rows, path, x='mflops',
+                  xlabel='MFLOPs per image'):
+    """Top-1 (mean, with the seed std as error bars) against ``x``, one
+    line per method, the host as a black square."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    methods = [m for m in dict.fromkeys(r['method'] for r in rows)
+               if m != 'host']
+    for method in methods:
+        pts = sorted((r for r in rows if r['method'] == method),
+                     key=lambda r: r[x])
+        ax.errorbar([r[x] for r in pts], [r['top1_mean'] for r in pts],
+                    yerr=[r['top1_std'] for r in pts], marker='o',
+                    capsize=2, label=method)
+    for r in rows:
+        if r['method'] == 'host':
+            ax.plot(r[x], r['top1_mean'], 's', color='k', label='host')
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel('top-1 (test split)')
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def trained_rows(methods: Dict[str, StudyMethod], host_cfg, host_ckpt,
+                 inputs, seeds: Sequence[int], cache_dir: str,
+                 progress: Optional[Callable[[str], None]] = None
+                 ) -> List[dict]:
+    """Rows of trained methods: each trained per seed (or taken from the
+    cache), evaluated at each of its settings.
+
+    Returns:
+        list[dict]: as :func:`reference_rows`'s.
+    """
+    from ..apis.harness import load_config
+    rows = []
+    for name, method in methods.items():
+        ckpts = {s: method_checkpoint(name, method, host_cfg, host_ckpt, s,
+                                      cache_dir) for s in seeds}
+        cfg = load_config(method.config, copy.deepcopy(method.cfg_options))
+        for label, options in (method.settings or {'': {}}).items():
+            accs = [top1(build_study_model(cfg, ckpts[s], options), inputs, s)
+                    for s in seeds]
+            mean, std = summarise(accs)
+            rows.append(dict(
+                method=name, setting=label or 'default', per_seed=accs,
+                top1_mean=mean, top1_std=std, num_seeds=len(seeds),
+                build=(lambda o=options: build_study_model(
+                    cfg, ckpts[seeds[0]], o))))
+            if progress:
+                progress(f'{name} {label}')
+    return rows

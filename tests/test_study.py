@@ -1,0 +1,135 @@
+"""The study's logic (``mmvitaccel.analysis.study``) and its command
+(``tools/analysis/tradeoff_study.py``) on a reduced host: caching of the
+trained host, training-free references, the CSV and the plots."""
+import copy
+import csv
+import os.path as osp
+import sys
+
+import pytest
+import torch
+
+import mmvitaccel  # noqa: F401
+from mmvitaccel.analysis import study
+from mmvitaccel.apis.harness import load_config
+
+from .utils import REPO
+
+#: a reduced host: 4 layers (pruning before layer 3 stays possible), 32
+#: dims, a 16x16 canvas (16 patches), a few samples, one epoch
+REDUCED = {
+    'model.backbone.arch': dict(embed_dims=32, num_layers=4, num_heads=2,
+                                feedforward_channels=64),
+    'model.backbone.img_size': 16,
+    'model.head.in_channels': 32,
+    'train_dataloader.dataset.canvas_size': 16,
+    'test_dataloader.dataset.canvas_size': 16,
+    'val_dataloader.dataset.canvas_size': 16,
+    'train_dataloader.dataset.max_samples': 32,
+    'val_dataloader.dataset.max_samples': 16,
+    'test_dataloader.dataset.max_samples': 24,
+    'train_dataloader.batch_size': 16,
+    'train_cfg.max_epochs': 1,
+    'train_cfg.val_interval': 1,
+    'param_scheduler': [dict(type='ConstantLR', factor=1.0)],
+}
+
+
+@pytest.fixture(scope='module')
+def reduced(tmp_path_factory):
+    cfg = load_config(osp.join(REPO, study.HOST_CONFIG), dict(REDUCED))
+    cache = str(tmp_path_factory.mktemp('study_cache'))
+    return cfg, cache, study.host_checkpoint(cfg, 0, cache)
+
+
+def test_the_host_is_trained_once_and_cached_by_config_and_seed(
+        reduced, monkeypatch):
+    cfg, cache, ckpt = reduced
+    assert osp.isfile(ckpt)
+
+    def refuse(*args):
+        raise AssertionError('trained again')
+
+    monkeypatch.setattr(study, '_train', refuse)
+    assert study.host_checkpoint(cfg, 0, cache) == ckpt
+    with pytest.raises(AssertionError, match='trained again'):
+        study.host_checkpoint(cfg, 1, cache)  # another seed, another key
+    other = copy.deepcopy(cfg)
+    other.optim_wrapper.optimizer.lr = 1e-4
+    assert study.config_key(other, 0) != study.config_key(cfg, 0)
+    with pytest.raises(FileNotFoundError, match='no cached host'):
+        study.host_checkpoint(other, 0, cache, train=False)
+
+
+def test_pruned_host_at_density_one_is_the_host(reduced):
+    cfg, _, ckpt = reduced
+    host = study.build_study_model(cfg, ckpt)
+    x = torch.randn(3, 3, 16, 16)
+    for scorer in study.REFERENCE_SCORERS:
+        dense = study.pruned_host(cfg, ckpt, scorer, 1.0)
+        torch.testing.assert_close(dense(x, mode='tensor'),
+                                   host(x, mode='tensor'), rtol=0, atol=0)
+        half = study.pruned_host(cfg, ckpt, scorer, 0.5)
+        half(x, mode='tensor')
+        # value selector: round(0.5 * 17) - 1 = 8 of 16 patches kept
+        assert half.backbone.token_counts[0, -1].item() == 1 + 8
+
+
+def test_reference_rows_measure_and_outputs(reduced, tmp_path):
+    cfg, _, ckpt = reduced
+    inputs = study.test_inputs(cfg, batch_size=8)
+    assert sum(len(y) for _, y in inputs) == 24
+    rows = study.reference_rows(cfg, ckpt, inputs, [0.25, 1.0], [0, 1])
+    assert [r['method'] for r in rows] == ['host'] + [
+        f'{s} pruning' for s in study.REFERENCE_SCORERS for _ in range(2)]
+    by = {(r['method'], r['setting']): r for r in rows}
+    host = by[('host', 'dense')]
+    for s in study.REFERENCE_SCORERS:  # density 1: the host itself
+        assert by[(f'{s} pruning', 'rho=1')]['per_seed'] == host['per_seed']
+    assert by[('tis pruning', 'rho=0.25')]['top1_std'] == 0.  # deterministic
+    study.measure(rows, inputs, rounds=1, batch_size=4)
+    assert host['speed_ratio'] == 1. and host['flops_ratio'] == 1.
+    pruned = by[('tis pruning', 'rho=0.25')]
+    assert pruned['mflops'] < host['mflops']
+    assert pruned['params'] == host['params']
+    path = tmp_path / 'study.csv'
+    study.write_csv(rows, str(path))
+    with open(path) as f:
+        table = list(csv.DictReader(f))
+    assert tuple(table[0]) == study.FIELDS and len(table) == len(rows)
+    study.plot_tradeoff(rows, str(tmp_path / 'a.png'))
+    assert (tmp_path / 'a.png').stat().st_size > 1000
+
+
+def test_the_command_writes_csv_and_plots(reduced, tmp_path, capsys):
+    cfg, cache, _ = reduced
+    sys.path.insert(0, osp.join(REPO, 'tools', 'analysis'))
+    try:
+        import tradeoff_study
+    finally:
+        sys.path.pop(0)
+    options = [f'{k}={v}' for k, v in REDUCED.items()
+               if k not in ('model.backbone.arch', 'param_scheduler')]
+    options += [
+        'model.backbone.arch.embed_dims=32',
+        'model.backbone.arch.num_layers=4', 'model.backbone.arch.num_heads=2',
+        'model.backbone.arch.feedforward_channels=64'
+    ]
+    with pytest.raises(SystemExit, match='unknown methods'):
+        tradeoff_study.main(['--methods', 'nope'])
+    out = tmp_path / 'out'
+    rows = tradeoff_study.main([
+        '--work-dir', str(tmp_path / 'cache'), '--out', str(out),
+        '--densities', '0.5', '--seeds', '0', '--rounds', '1',
+        '--speed-batch', '4', '--cfg-options', *options
+    ])
+    assert len(rows) == 1 + len(study.REFERENCE_SCORERS)
+    for name in ('study.csv', 'accuracy_vs_flops.png',
+                 'accuracy_vs_speed.png'):
+        assert (out / name).is_file()
+    assert 'wrote' in capsys.readouterr().out
+
+
+def test_a_method_entry_refuses_an_unknown_init():
+    with pytest.raises(ValueError, match='init'):
+        study.StudyMethod(config='x.py', init='imagenet')

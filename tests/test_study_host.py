@@ -1,0 +1,81 @@
+"""The study host's pieces: the convolutional patch stem
+(``mmvitaccel.ConvStem``) inside mmpretrain's ViT and the method backbones,
+and the random token scorer."""
+import os.path as osp
+
+import pytest
+import torch
+from mmengine.config import Config
+
+import mmvitaccel  # noqa: F401
+from mmvitaccel.apis.harness import build_model
+from mmvitaccel.models.layers import ConvStem
+from mmvitaccel.ops import SCORERS, random_score
+
+from .utils import REPO, train_and_predict_one_batch
+
+CONVSTEM = 'configs/study/digits_deit_host_convstem.py'
+
+
+@pytest.mark.parametrize('stride', [2, 4, 8])
+def test_conv_stem_gives_the_patch_grid(stride):
+    stem = ConvStem(3, 24, stride, stride)
+    out = stem(torch.randn(2, 3, 32, 48))
+    assert out.shape == (2, 24, 32 // stride, 48 // stride)
+
+
+@pytest.mark.parametrize('bad', [
+    dict(kernel_size=4, stride=3), dict(kernel_size=8, stride=4),
+    dict(kernel_size=4, stride=4, padding=1),
+    dict(kernel_size=4, stride=4, dilation=2)
+])
+def test_conv_stem_refuses_a_grid_it_cannot_reproduce(bad):
+    with pytest.raises(ValueError, match='stride|kernel_size'):
+        ConvStem(3, 8, **bad)
+
+
+@pytest.mark.parametrize('backbone', [
+    dict(type='mmvitaccel.TokenPrunedVisionTransformer', scorer='tis',
+         selector='value', density=0.5, prune_before=(3, )),
+    dict(type='mmvitaccel.STViTDeiT', semantic_tokens=16),
+])
+def test_method_backbones_take_the_conv_stem(backbone):
+    """The methods subclass mmpretrain's ViT, so the stem is a patch_cfg
+    away: the same grid and the host's stem weights under the same
+    names."""
+    cfg = Config.fromfile(osp.join(REPO, CONVSTEM))
+    host = build_model(cfg)
+    cfg.model.backbone.update(backbone)
+    model = build_model(cfg)
+    stem = {k for k in model.state_dict() if 'patch_embed' in k}
+    assert stem == {k for k in host.state_dict() if 'patch_embed' in k}
+    assert model.backbone.patch_resolution == (8, 8)
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+
+
+def test_conv_stem_config_trains_one_step_and_predicts(tmp_path):
+    cfg = Config.fromfile(osp.join(REPO, CONVSTEM))
+    cfg.work_dir = str(tmp_path)
+    cfg.train_dataloader.batch_size = 8
+    cfg.test_dataloader.batch_size = 8
+    cfg.train_dataloader.dataset.max_samples = 16
+    cfg.test_dataloader.dataset.max_samples = 8
+    updates = {}
+    losses, preds, _ = train_and_predict_one_batch(cfg, updates)
+    assert torch.isfinite(losses['loss']) and len(preds) == 8
+    assert all(v for k, v in updates.items() if 'patch_embed' in k)
+
+
+def test_random_scorer_is_uniform_seeded_and_shaped():
+    assert 'random' in SCORERS
+    attn = torch.rand(3, 2, 17, 17)
+    torch.manual_seed(0)
+    a = random_score(attn)
+    torch.manual_seed(0)
+    assert torch.equal(a, random_score(attn)) and a.shape == (3, 16)
+    assert not torch.equal(a, random_score(attn))
+    # independent of the attention: a permuted map gives the same draw
+    torch.manual_seed(0)
+    assert torch.equal(a, random_score(attn.flip(-1)))
+    many = random_score(torch.zeros(4000, 1, 11, 11))
+    assert abs(many.mean().item() - 0.5) < 0.01
