@@ -126,6 +126,7 @@ def test_entries_share_the_host_data_and_one_budget():
         assert cfg.train_cfg.max_epochs < host.train_cfg.max_epochs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', NAMES)
 def test_method_starts_from_the_host_trains_and_predicts(name, host, dgssa,
                                                          tmp_path):
@@ -194,6 +195,7 @@ def test_method_starts_from_the_host_trains_and_predicts(name, host, dgssa,
     assert all(p.pred_score.shape == (10, ) for p in preds)
 
 
+@pytest.mark.slow
 def test_hvit_folds_to_the_same_predictions(host, tmp_path):
     """The fold step of the hMHSA + cFFN entry: tools/reparameterize.py's
     fold of a host-initialised model, loaded into the deploy config that
