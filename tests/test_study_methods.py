@@ -12,6 +12,7 @@ from mmengine.config import Config
 from mmengine.registry import DefaultScope, init_default_scope
 from mmengine.runner import Runner
 
+from mmvitaccel.apis import add_checkpoint_check
 from mmvitaccel.models.distill.teacher import TeacherMixin
 
 from .utils import REPO, parameter_updates, trainable_state
@@ -94,6 +95,7 @@ def _run_cfg(entry, host_path, dgssa_path, work_dir):
     options.update({k: dgssa_path for k in entry['dgssa_options']})
     cfg.merge_from_dict(options)
     cfg.work_dir = str(work_dir)
+    add_checkpoint_check(cfg)  # as tools/train.py does
     cfg.train_dataloader.batch_size = 8
     cfg.test_dataloader.batch_size = 8
     cfg.train_dataloader.dataset.max_samples = 16
@@ -108,9 +110,14 @@ def test_entries_share_the_host_data_and_one_budget():
     for entry in METHODS:
         cfg = _cfg(entry)
         assert entry['init'] in ('host', 'dgssa_init')
-        assert 'load_from' in entry['host_options']
+        # the student starts from the host: all of it (load_from) or
+        # through its backbone's converting loader
+        assert 'load_from' in entry['host_options'] or \
+            'model.backbone.init_cfg.checkpoint' in entry['host_options']
         assert bool(entry['dgssa_options']) == (entry['init'] == 'dgssa_init')
-        for key in entry['host_options'][1:] + tuple(entry['dgssa_options']):
+        for key in entry['host_options'] + tuple(entry['dgssa_options']):
+            if key == 'load_from':
+                continue
             _get(cfg, key)  # the key exists: the study tool can set it
         # the host's data, canvas and network size: the papers' placements
         # carry over to the same 12 layers

@@ -14,8 +14,9 @@
 #                   (``dgssa_init_args``) and its output goes to every key
 #                   of ``dgssa_options``
 #   host_options    cfg keys that receive the host checkpoint path
-#                   (load_from: the student; the others: its teacher or its
-#                   loader, which converts the host's layout)
+#                   (load_from: the student; the others: its teacher, or
+#                   the loader of a backbone that converts the host's
+#                   layout, and then the head's init_cfg)
 #   dgssa_options   cfg keys that receive tools/dgssa_init.py's output
 #   settings        test-time label -> cfg_options of the same weights
 #                   ({} : the config's own)
@@ -78,12 +79,13 @@ METHODS = [
         config='configs/study/hvit_digits.py',
         cfg_options={},
         init='host',
-        host_options=('load_from', 'model.backbone.init_cfg.checkpoint'),
+        host_options=('model.backbone.init_cfg.checkpoint',
+                      'model.head.init_cfg.checkpoint'),
         dgssa_options=(),
         settings={'all layers, folded': {}},
         fold=dict(tool='tools/reparameterize.py',
                   args=('--check-shape', '2', '3', '32', '32'),
                   test_options={'model.backbone.deploy': True,
                                 'model.backbone.init_cfg': None,
-                                'load_from': None})),
+                                'model.head.init_cfg': None})),
 ]
