@@ -85,8 +85,11 @@ def test_reference_rows_measure_and_outputs(reduced, tmp_path):
     by = {(r['method'], r['setting']): r for r in rows}
     host = by[('host', 'dense')]
     for s in study.REFERENCE_SCORERS:  # density 1: the host itself
-        assert by[(f'{s} pruning', 'rho=1')]['per_seed'] == host['per_seed']
-    assert by[('tis pruning', 'rho=0.25')]['top1_std'] == 0.  # deterministic
+        assert set(by[(f'{s} pruning', 'rho=1')]['per_seed']) == set(
+            host['per_seed'])
+    tis = by[('tis pruning', 'rho=0.25')]
+    assert tis['top1_std'] == 0. and tis['num_seeds'] == 1  # deterministic
+    assert by[('random pruning', 'rho=0.25')]['num_seeds'] == 2
     study.measure(rows, inputs, rounds=1, batch_size=4)
     assert host['speed_ratio'] == 1. and host['flops_ratio'] == 1.
     pruned = by[('tis pruning', 'rho=0.25')]

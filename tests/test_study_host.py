@@ -37,7 +37,8 @@ def test_conv_stem_refuses_a_grid_it_cannot_reproduce(bad):
 @pytest.mark.parametrize('backbone', [
     dict(type='mmvitaccel.TokenPrunedVisionTransformer', scorer='tis',
          selector='value', density=0.5, prune_before=(3, )),
-    dict(type='mmvitaccel.STViTDeiT', semantic_tokens=16),
+    dict(type='mmvitaccel.STViTDeiT', semantic_tokens=16,
+         out_type='avg_featmap'),
 ])
 def test_method_backbones_take_the_conv_stem(backbone):
     """The methods subclass mmpretrain's ViT, so the stem is a patch_cfg
@@ -79,3 +80,29 @@ def test_random_scorer_is_uniform_seeded_and_shaped():
     assert torch.equal(a, random_score(attn.flip(-1)))
     many = random_score(torch.zeros(4000, 1, 11, 11))
     assert abs(many.mean().item() - 0.5) < 0.01
+
+
+def test_the_study_method_configs_take_the_host_weights(tmp_path):
+    """The TIS-pruned host loads the host's checkpoint with nothing missing
+    or left over and equals it at density 1; the Integrated-DeiT digits
+    config builds on the host's token grid (65 tokens)."""
+    host_cfg = Config.fromfile(osp.join(REPO, 'configs/study/'
+                                        'digits_deit_host.py'))
+    host = build_model(host_cfg)
+    ckpt = str(tmp_path / 'host.pth')
+    torch.save(dict(state_dict=host.state_dict()), ckpt)
+    tis = build_model(Config.fromfile(
+        osp.join(REPO, 'configs/study/digits_deit_host_tis.py')))
+    assert set(tis.state_dict()) == set(host.state_dict())
+    tis.load_state_dict(host.state_dict(), strict=True)
+    x = torch.randn(2, 3, 32, 32)
+    tis.backbone.set_pruning(density=1.0)
+    torch.testing.assert_close(tis(x, mode='tensor'), host(x, mode='tensor'),
+                               rtol=0, atol=0)
+    tis.backbone.set_pruning(density=0.5)
+    tis(x, mode='tensor')
+    assert tis.backbone.token_counts[0, -1].item() == 1 + 32
+    glad = build_model(Config.fromfile(
+        osp.join(REPO, 'configs/study/integrated_deit_digits.py')))
+    assert glad.backbone.patch_resolution == (8, 8)
+    assert glad(x, mode='tensor').shape == (2, 10)

@@ -67,6 +67,7 @@ class ConvStem(nn.Sequential):
             channels = width
         layers.append(nn.Conv2d(channels, out_channels, 1, bias=bias))
         super().__init__(*layers)
-        # what PatchEmbed reads of its projection
+        # what PatchEmbed and the method backbones read of a projection
+        self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride, self.padding, self.dilation = \
             k, s, p, d
