@@ -1,0 +1,91 @@
+# The trained methods of the small-scale study (docs/study.md), as data for
+# tools/analysis/tradeoff_study.py (mmvitaccel/analysis/study.py). Every
+# method fine-tunes from the trained host on the same budget
+# (configs/study/_base_/host_finetune.py) and seeds.
+#
+# An entry:
+#   name, setting   the CSV's method and setting columns (one trained
+#                   model per entry; ``settings`` adds test-time variants)
+#   config          the method's config (inherits the host config)
+#   cfg_options     fixed overrides for training and testing
+#   init            'host': the host checkpoint goes to every key of
+#                   ``host_options``; 'dgssa_init': in addition,
+#                   tools/dgssa_init.py runs on the host first
+#                   (``dgssa_init_args``) and its output goes to every key
+#                   of ``dgssa_options``
+#   host_options    cfg keys that receive the host checkpoint path
+#                   (load_from: the student; the others: its teacher, or
+#                   the loader of a backbone that converts the host's
+#                   layout, and then the head's init_cfg)
+#   dgssa_options   cfg keys that receive tools/dgssa_init.py's output
+#   settings        test-time label -> cfg_options of the same weights
+#                   ({} : the config's own)
+#   fold            None, or how to make the inference form before testing:
+#                   ``tool`` and ``args`` (run as ``python TOOL CONFIG CKPT
+#                   OUT *args`` with the training cfg_options) and
+#                   ``test_options`` (cfg_options to test the folded OUT)
+METHODS = [
+    dict(
+        name='STViT-DeiT',
+        setting='16 tokens',
+        config='configs/study/stvit_digits.py',
+        cfg_options={},
+        init='host',
+        host_options=('load_from', ),
+        dgssa_options=(),
+        settings={'16 tokens': {}},
+        fold=None),
+    dict(
+        name='SaiT',
+        setting='M0.7 + TIS distillation',
+        config='configs/study/sait_digits.py',
+        cfg_options={},
+        init='host',
+        host_options=('load_from', 'model.teacher.checkpoint'),
+        dgssa_options=(),
+        # the model trained with the mass selector, tested with it and with
+        # the value selector at density 0.5 (no parameter depends on it)
+        settings={
+            'M0.7': {},
+            'V0.5': {'model.backbone.selector': 'value',
+                     'model.test_cfg.density': 0.5},
+        },
+        fold=None),
+    dict(
+        name='AS-ViT',
+        setting='budget 0.65',
+        config='configs/study/asvit_digits.py',
+        cfg_options={},
+        init='host',
+        host_options=('load_from', 'model.teacher.checkpoint'),
+        dgssa_options=(),
+        settings={'budget 0.65': {}},
+        fold=None),
+    dict(
+        name='Integrated-DeiT',
+        setting='DGSSA 1-2, GLAD 3/5/7',
+        config='configs/study/integrated_deit_digits.py',
+        cfg_options={},
+        init='dgssa_init',
+        host_options=('load_from', 'model.teacher_checkpoint',
+                      'model.teacher_head.init_cfg.checkpoint'),
+        dgssa_options=('model.backbone.init_cfg.checkpoint', ),
+        dgssa_init_args=('--num-images', '512'),
+        settings={'DGSSA 1-2, GLAD 3/5/7': {}},
+        fold=None),
+    dict(
+        name='hMHSA + cFFN',
+        setting='all layers, folded',
+        config='configs/study/hvit_digits.py',
+        cfg_options={},
+        init='host',
+        host_options=('model.backbone.init_cfg.checkpoint',
+                      'model.head.init_cfg.checkpoint'),
+        dgssa_options=(),
+        settings={'all layers, folded': {}},
+        fold=dict(tool='tools/reparameterize.py',
+                  args=('--check-shape', '2', '3', '32', '32'),
+                  test_options={'model.backbone.deploy': True,
+                                'model.backbone.init_cfg': None,
+                                'model.head.init_cfg': None})),
+]
