@@ -118,9 +118,12 @@ def test_export_tool_check(tmp_path, capsys):
 @pytest.mark.parametrize('family', sorted(FAMILIES))
 def test_compile_fullgraph_matches_eager(family):
     """torch.compile(fullgraph=True) (no graph break) at two sizes: the
-    same outputs as eager mode."""
+    same outputs as eager mode. Dynamo's ``eager`` backend runs the captured
+    graph as it is: ``fullgraph=True`` fails on any break whatever the
+    backend, and the export tests already run the functionalised graph of
+    ``torch.export`` (``aot_eager`` cost 3 to 5 times more here)."""
     for module, shape in modules_at_sizes(family):
-        r, = compile_parity(module, [shape], backend='aot_eager')
+        r, = compile_parity(module, [shape], backend='eager')
         assert r['max_abs_diff'] < 1e-5, r
 
 
