@@ -21,7 +21,7 @@ METHOD_PAGES = ('stvit.md', 'token_pruning.md', 'dgssa_glad.md',
                 'hmhsa_cffn.md')
 GENERAL_PAGES = ('get_started.md', 'benchmarks.md', 'guarantees.md',
                  'architecture.md', 'stvit_design.md',
-                 'token_pruning_design.md')
+                 'token_pruning_design.md', 'deployment.md', 'study.md')
 
 FENCE = re.compile(r'^```.*?^```', re.S | re.M)
 CODE_SPAN = re.compile(r'`[^`\n]*`')
