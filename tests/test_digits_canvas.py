@@ -15,7 +15,8 @@ import mmvitaccel  # noqa: F401
 from mmvitaccel.datasets import (DigitsCanvas, EpochSampler, digits_splits,
                                  render_canvas)
 
-from .utils import REPO, train_and_predict_one_batch
+from .utils import (REPO, small_digits_run,
+                    train_and_predict_one_batch)
 
 HOST = 'configs/study/digits_deit_host.py'
 
@@ -127,11 +128,7 @@ def test_a_run_draws_the_same_canvases_in_any_worker_setting():
 
 def test_host_config_trains_one_step_and_predicts(tmp_path):
     cfg = Config.fromfile(osp.join(REPO, HOST))
-    cfg.work_dir = str(tmp_path)
-    cfg.train_dataloader.batch_size = 8
-    cfg.test_dataloader.batch_size = 8
-    cfg.train_dataloader.dataset.max_samples = 16
-    cfg.test_dataloader.dataset.max_samples = 8
+    small_digits_run(cfg, tmp_path)
     updates = {}
     losses, preds, metrics = train_and_predict_one_batch(cfg, updates)
     assert torch.isfinite(losses['loss'])

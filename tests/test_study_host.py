@@ -12,7 +12,8 @@ from mmvitaccel.apis.harness import build_model
 from mmvitaccel.models.layers import ConvStem
 from mmvitaccel.ops import SCORERS, random_score
 
-from .utils import REPO, train_and_predict_one_batch
+from .utils import (REPO, small_digits_run,
+                    train_and_predict_one_batch)
 
 CONVSTEM = 'configs/study/digits_deit_host_convstem.py'
 
@@ -56,11 +57,7 @@ def test_method_backbones_take_the_conv_stem(backbone):
 
 def test_conv_stem_config_trains_one_step_and_predicts(tmp_path):
     cfg = Config.fromfile(osp.join(REPO, CONVSTEM))
-    cfg.work_dir = str(tmp_path)
-    cfg.train_dataloader.batch_size = 8
-    cfg.test_dataloader.batch_size = 8
-    cfg.train_dataloader.dataset.max_samples = 16
-    cfg.test_dataloader.dataset.max_samples = 8
+    small_digits_run(cfg, tmp_path)
     updates = {}
     losses, preds, _ = train_and_predict_one_batch(cfg, updates)
     assert torch.isfinite(losses['loss']) and len(preds) == 8

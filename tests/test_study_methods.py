@@ -15,7 +15,8 @@ from mmengine.runner import Runner
 from mmvitaccel.apis import add_checkpoint_check
 from mmvitaccel.models.distill.teacher import TeacherMixin
 
-from .utils import REPO, parameter_updates, trainable_state
+from .utils import (REPO, parameter_updates, small_digits_run,
+                    trainable_state)
 
 HOST = 'configs/study/digits_deit_host.py'
 METHODS = runpy.run_path(osp.join(REPO, 'configs/study/methods.py'))['METHODS']
@@ -94,13 +95,8 @@ def _run_cfg(entry, host_path, dgssa_path, work_dir):
     options = {k: host_path for k in entry['host_options']}
     options.update({k: dgssa_path for k in entry['dgssa_options']})
     cfg.merge_from_dict(options)
-    cfg.work_dir = str(work_dir)
     add_checkpoint_check(cfg)  # as tools/train.py does
-    cfg.train_dataloader.batch_size = 8
-    cfg.test_dataloader.batch_size = 8
-    cfg.train_dataloader.dataset.max_samples = 16
-    cfg.test_dataloader.dataset.max_samples = 8
-    return cfg
+    return small_digits_run(cfg, work_dir)
 
 
 def test_entries_share_the_host_data_and_one_budget():

@@ -446,3 +446,15 @@ def assert_clear_gradients(named_parameters, floor=GRAD_FLOOR):
         assert p.grad is not None, f'{name}: no gradient'
         largest = float(p.grad.abs().max())
         assert largest > floor, f'{name}: max |grad| {largest:.1e}'
+
+
+def small_digits_run(cfg, work_dir, train=16, test=8, batch_size=8):
+    """Shrink a digits-study config (``mmvitaccel.DigitsCanvas``) in place
+    to ``train`` training and ``test`` test canvases in batches of
+    ``batch_size``, writing to ``work_dir``; returns ``cfg``."""
+    cfg.work_dir = str(work_dir)
+    cfg.train_dataloader.batch_size = batch_size
+    cfg.test_dataloader.batch_size = batch_size
+    cfg.train_dataloader.dataset.max_samples = train
+    cfg.test_dataloader.dataset.max_samples = test
+    return cfg
