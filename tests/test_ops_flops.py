@@ -61,7 +61,7 @@ def test_method_attentions_are_the_shared_one_with_other_widths(n, c, kv):
         (2 * n + 2 * kv) * c * c + 2 * n * kv * c
     c2 = 2 * c  # even, as hMHSA needs h | C with h even
     hallucination = 9 * n * kv * 1 + n * kv * 1  # h = 2: one map each
-    assert hmhsa_flops(n, c2, 2, kv) == attention_flops(
+    assert hmhsa_flops(n, c2, 2, kv, form='explicit') == attention_flops(
         n, c2, kv, qk_dims=c) + hallucination
     assert hmhsa_params(c2, 2) == attention_params(c2, c) + 9 + 1
     assert mhsa_params(c) == attention_params(c) == 4 * c * c + 4 * c

@@ -34,11 +34,22 @@ BACKBONES = {
         arch=dict(embed_dims=32, depths=[1, 1, 4, 1], num_heads=[1, 2, 4, 8]),
         pretrained2d=False, window_size=(2, 7, 7), stgm_index=1,
         drop_path_rate=0., **kw), (1, 3, 4, 64, 64)),
+    # explicit hMHSA, the form Swin-T runs at 224 (its 7x7 windows); the
+    # 4x4 windows here would choose the fused form, below
     'hvit_swin': (lambda **kw: HViTSwinTransformer(
         arch=dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[2, 2, 4, 8]),
-        window_size=4, drop_path_rate=0., out_indices=(3, ), **kw),
-        (2, 3, 128, 128)),
+        window_size=4, drop_path_rate=0., out_indices=(3, ),
+        hmhsa_form='explicit', **kw), (2, 3, 128, 128)),
+    'hvit_swin_fused': (lambda **kw: HViTSwinTransformer(
+        arch=dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[2, 2, 4, 8]),
+        window_size=4, drop_path_rate=0., out_indices=(3, ),
+        hmhsa_form='fused', **kw), (2, 3, 128, 128)),
 }
+#: gradient tolerance relative to the largest gradient entry, where the
+#: checkpointed path is not bit-exact: the fused hMHSA runs SDPA, whose CPU
+#: kernel differs with and without grad (the checkpoint's first forward runs
+#: without), so activations differ in the last bits (about 1e-6 relative)
+GRAD_RTOL = {'hvit_swin_fused': 1e-5}
 
 #: the blocks of ours whose checkpointed forward must be taken
 OWN_BLOCKS = {
@@ -88,9 +99,20 @@ def test_checkpointing_gives_the_same_outputs_and_gradients(
     for a, b in zip(out[0], ref[0]):
         torch.testing.assert_close(a, b)
     assert out[1].keys() == ref[1].keys()
+    rtol = GRAD_RTOL.get(name)
+    # (some gradients nearly cancel, so the scale is the largest of all)
+    scale = max(float(g.abs().max()) for g in ref[1].values())
     for key in ref[1]:
-        torch.testing.assert_close(out[1][key], ref[1][key], msg=key)
-    torch.testing.assert_close(out[2], ref[2])
+        if rtol is None:
+            torch.testing.assert_close(out[1][key], ref[1][key], msg=key)
+        else:
+            diff = float((out[1][key] - ref[1][key]).abs().max())
+            assert diff <= rtol * scale, (key, diff, scale)
+    if rtol is None:
+        torch.testing.assert_close(out[2], ref[2])
+    else:
+        assert float((out[2] - ref[2]).abs().max()) <= \
+            rtol * float(ref[2].abs().max()) + 1e-8
 
 
 # --- frozen stages -----------------------------------------------------------
