@@ -43,7 +43,7 @@ def test_splits_fixed_disjoint_covering_and_stratified():
 
 @pytest.mark.parametrize('bad', [
     dict(split='dev'), dict(canvas_size=4), dict(scale=(0.7, 0.5)),
-    dict(fragment_size=(0, 3)), dict(noise=-1.)
+    dict(fragment_size=(0, 3)), dict(noise=-1.), dict(repeats=0)
 ])
 def test_bad_arguments_are_refused_naming_them(bad):
     name = next(iter(bad))
@@ -59,6 +59,22 @@ def test_same_seed_same_canvases_and_train_canvases_change_per_epoch():
     assert not np.array_equal(a.canvas(5, 3)[0], other.canvas(5, 3)[0])
     # (epoch, index) items are that epoch's canvas
     np.testing.assert_array_equal(a[(4, 5)]['img'], a.canvas(5, 4)[0])
+
+
+def test_repeats_show_every_scan_on_canvases_of_its_own():
+    one, three = DigitsCanvas('train'), DigitsCanvas('train', repeats=3)
+    n = len(one)
+    assert len(three) == 3 * n
+    # repeats=1 items are the former ones; the extra items repeat the scans
+    # in the same order, each on a new canvas of the same epoch
+    np.testing.assert_array_equal(three.canvas(5, 2)[0], one.canvas(5, 2)[0])
+    labels = [three.get_data_info(i)['gt_label'] for i in (5, n + 5, 2 * n
+                                                           + 5)]
+    assert labels == [one.get_data_info(5)['gt_label']] * 3
+    assert three.get_data_info(n + 5)['scan_index'] == \
+        one.get_data_info(5)['scan_index']
+    assert not np.array_equal(three.canvas(5, 2)[0],
+                              three.canvas(n + 5, 2)[0])
 
 
 @pytest.mark.parametrize('split', ['val', 'test'])

@@ -3,6 +3,7 @@
 trained host, training-free references, the CSV and the plots."""
 import copy
 import csv
+import os
 import os.path as osp
 import sys
 
@@ -136,3 +137,94 @@ def test_the_command_writes_csv_and_plots(reduced, tmp_path, capsys):
 def test_a_method_entry_refuses_an_unknown_init():
     with pytest.raises(ValueError, match='init'):
         study.StudyMethod(config='x.py', init='imagenet')
+
+
+def test_the_methods_file_loads_and_bad_entries_are_refused():
+    methods = study.load_methods(osp.join(REPO, study.METHODS_FILE))
+    assert list(methods) == ['STViT-DeiT', 'SaiT', 'AS-ViT',
+                             'Integrated-DeiT', 'hMHSA + cFFN']
+    for m in methods.values():
+        assert osp.isfile(osp.join(REPO, m.config)), m.config
+    assert methods['Integrated-DeiT'].init == 'dgssa_init'
+    assert methods['hMHSA + cFFN'].fold['tool'] == 'tools/reparameterize.py'
+    with pytest.raises(ValueError, match='dgssa_options'):
+        study.StudyMethod(config='x.py', init='dgssa_init')
+    with pytest.raises(ValueError, match='fold'):
+        study.StudyMethod(config='x.py', fold=dict(tool='t.py'))
+
+
+#: the reduced host's architecture for the methods' configs
+_SMALL = dict(embed_dims=32, num_layers=4, num_heads=2,
+              feedforward_channels=64)
+_SMALL_DATA = {k: v for k, v in REDUCED.items()
+               if k.split('.')[0].endswith('dataloader')}
+_SMALL_DATA.update({'model.backbone.img_size': 16,
+                    'model.head.in_channels': 32,
+                    'train_cfg.max_epochs': 1, 'train_cfg.val_interval': 1})
+
+
+def _small_entries():
+    """hMHSA + cFFN (host loader, fold) and Integrated-DeiT (DGSSA init
+    from the host, GLAD) on the reduced host."""
+    hvit = dict(
+        name='hMHSA + cFFN', setting='folded',
+        config='configs/study/hvit_digits.py',
+        cfg_options={'model.backbone.arch': dict(_SMALL), **_SMALL_DATA},
+        host_options=('model.backbone.init_cfg.checkpoint',
+                      'model.head.init_cfg.checkpoint'),
+        fold=dict(tool='tools/reparameterize.py',
+                  args=('--check-shape', '2', '3', '16', '16'),
+                  test_options={'model.backbone.deploy': True,
+                                'model.backbone.init_cfg': None,
+                                'model.head.init_cfg': None}))
+    integrated = dict(
+        name='Integrated-DeiT', setting='DGSSA 1, GLAD 3',
+        config='configs/study/integrated_deit_digits.py',
+        cfg_options={
+            'model.backbone.arch': dict(_SMALL),
+            'model.backbone.static_layers': (1, ),
+            'model.backbone.glad_layers': (3, ),
+            'model.backbone.glad_tokens': (6, ),
+            'model.teacher.arch': dict(_SMALL),
+            'model.teacher.img_size': 16,
+            'model.teacher_head.in_channels': 32, **_SMALL_DATA},
+        init='dgssa_init',
+        host_options=('load_from', 'model.teacher_checkpoint',
+                      'model.teacher_head.init_cfg.checkpoint'),
+        dgssa_options=('model.backbone.init_cfg.checkpoint', ),
+        dgssa_init_args=('--num-images', '8', '--batch-size', '8'))
+    return {e['name']: study.StudyMethod(**e) for e in (hvit, integrated)}
+
+
+@pytest.mark.slow
+def test_trained_methods_start_from_the_host_fold_and_are_cached(
+        reduced, monkeypatch):
+    cfg, cache, ckpt = reduced
+    methods = _small_entries()
+    inputs = study.test_inputs(cfg, batch_size=8)
+    rows = study.trained_rows(methods, ckpt, inputs, [0], cache, REPO)
+    assert [(r['method'], r['setting']) for r in rows] == [
+        ('hMHSA + cFFN', 'folded'), ('Integrated-DeiT', 'DGSSA 1, GLAD 3')]
+    for r in rows:
+        assert 0 <= r['top1_mean'] <= 1 and r['num_seeds'] == 1
+    # the fold ran (the deploy form loads its checkpoint strictly) and the
+    # DGSSA init ran on the host
+    hvit_ckpt, options = study.method_checkpoint(methods['hMHSA + cFFN'],
+                                                 ckpt, 0, cache, REPO)
+    assert hvit_ckpt.endswith('folded.pth')
+    assert options['model.backbone.deploy'] is True
+    folded = torch.load(hvit_ckpt, map_location='cpu')
+    assert folded['meta']['deploy'] is True
+    assert len(list(
+        p for p in os.listdir(cache) if p.startswith('Integrated_DeiT_dgssa')
+        and p.endswith('.pth'))) == 1
+    # a second study reuses everything
+    def refuse(*args, **kwargs):
+        raise AssertionError('ran again')
+
+    monkeypatch.setattr(study, '_train', refuse)
+    monkeypatch.setattr(study, 'run_tool', refuse)
+    again = study.trained_rows(methods, ckpt, inputs, [0], cache, REPO)
+    assert [r['per_seed'] for r in again] == [r['per_seed'] for r in rows]
+    with pytest.raises(AssertionError, match='ran again'):
+        study.trained_rows(methods, ckpt, inputs, [1], cache, REPO)

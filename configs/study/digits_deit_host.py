@@ -26,5 +26,9 @@ model = dict(
         type='VisionTransformerClsHead',
         num_classes=10,
         in_channels=embed_dims,
+        # DeiT's initialisation of the classifier (truncated normal, as its
+        # other linear layers). mmpretrain's default for this head is zero,
+        # which left the host at chance for hundreds of steps (docs/study.md)
+        init_cfg=dict(type='TruncNormal', layer='Linear', std=.02),
         loss=dict(type='LabelSmoothLoss', label_smooth_val=0.1,
                   mode='original')))

@@ -22,4 +22,5 @@ model = dict(
         deploy=False,
         init_cfg=dict(_delete_=True, type='Pretrained', checkpoint=None)),
     head=dict(
-        init_cfg=dict(type='Pretrained', checkpoint=None, prefix='head.')))
+        init_cfg=dict(_delete_=True, type='Pretrained', checkpoint=None,
+                      prefix='head.')))

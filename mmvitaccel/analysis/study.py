@@ -1,7 +1,7 @@
 """The small-scale accuracy study (``docs/study.md``): a host trained on
-real digits, training-free pruning references on it and, as entries of
-:data:`TRAINED_METHODS`, the trained methods; accuracy, parameters, FLOPs
-and measured speed of each, as CSV rows and plots.
+real digits, training-free pruning references on it and the trained
+methods (the entries of ``configs/study/methods.py``); accuracy,
+parameters, FLOPs and measured speed of each, as CSV rows and plots.
 
 ``tools/analysis/tradeoff_study.py`` is the command; the logic is here:
 
@@ -20,9 +20,12 @@ and measured speed of each, as CSV rows and plots.
   (:func:`~mmvitaccel.analysis.timing.interleaved_benchmark`);
 * :func:`write_csv` and :func:`plot_tradeoff` write the results.
 
-A trained method plugs in as a :class:`StudyMethod`: a config, its
-cfg-options, how it starts from the host and the test-time settings to
-evaluate; :func:`method_checkpoint` trains (or reuses) it per seed.
+A trained method is an entry of :data:`METHODS_FILE`, read by
+:func:`load_methods` into a :class:`StudyMethod`: a config, its
+cfg-options, how it starts from the host, the test-time settings to
+evaluate and an optional fold; :func:`method_checkpoint` trains (or reuses)
+it per seed, running ``tools/dgssa_init.py`` and the fold tool where the
+entry asks (:func:`run_tool`), and :func:`trained_rows` evaluates it.
 """
 import copy
 import csv
@@ -36,8 +39,9 @@ from typing import Callable, Dict, List, Optional, Sequence
 import torch
 
 __all__ = [
-    'FIELDS', 'HOST_CONFIG', 'INITS', 'REFERENCE_SCORERS', 'StudyMethod',
-    'TRAINED_METHODS', 'config_key', 'host_checkpoint', 'method_checkpoint',
+    'FIELDS', 'HOST_CONFIG', 'INITS', 'METHODS_FILE', 'REFERENCE_SCORERS',
+    'StudyMethod', 'config_key', 'host_checkpoint', 'load_methods',
+    'method_checkpoint', 'run_tool', 'trained_rows',
     'measure', 'plot_tradeoff', 'pruned_host', 'reference_rows',
     'summarise', 'test_inputs', 'top1', 'write_csv'
 ]
@@ -58,31 +62,74 @@ FIELDS = ('method', 'setting', 'params', 'mflops', 'flops_ratio',
 
 @dataclass
 class StudyMethod:
-    """A trained method of the study.
+    """A trained method of the study: an entry of
+    ``configs/study/methods.py`` (:data:`METHODS_FILE`), which documents
+    the fields.
 
     Attributes:
-        config (str): its config (e.g. under ``configs/study/``), trained
-            with the host's data and schedule.
-        cfg_options (dict): overrides of the config.
+        name (str): the CSV's method column.
+        setting (str): the trained model's setting (the CSV's setting
+            column when ``settings`` is empty).
+        config (str): its config, relative to the repository root.
+        cfg_options (dict): fixed overrides, for training and testing.
         init (str): one of :data:`INITS`.
-        settings (dict): label -> ``cfg_options`` applied to the model at
-            test time (e.g. ``{'rho=0.5': {'model.backbone.density':
-            0.5}}``); empty: one setting, the config's own.
+        host_options (tuple[str]): cfg keys that receive the host
+            checkpoint's path.
+        dgssa_options (tuple[str]): cfg keys that receive
+            ``tools/dgssa_init.py``'s output (``init='dgssa_init'``).
+        dgssa_init_args (tuple[str]): more arguments of that tool.
+        settings (dict): test-time label -> ``cfg_options`` of the same
+            weights (empty: one setting, the config's own).
+        fold (dict, optional): ``tool``, ``args`` and ``test_options``: the
+            trained weights are folded by ``python TOOL CONFIG CKPT OUT
+            *args`` before testing, and tested with ``test_options``.
     """
     config: str
+    name: str = ''
+    setting: str = ''
     cfg_options: dict = field(default_factory=dict)
     init: str = 'host'
+    host_options: tuple = ('load_from', )
+    dgssa_options: tuple = ()
+    dgssa_init_args: tuple = ()
     settings: dict = field(default_factory=dict)
+    fold: Optional[dict] = None
 
     def __post_init__(self):
         if self.init not in INITS:
             raise ValueError(f'init must be one of {INITS}, got '
                              f'{self.init!r}')
+        if self.init == 'dgssa_init' and not self.dgssa_options:
+            raise ValueError('init=\'dgssa_init\' needs dgssa_options (the '
+                             'cfg keys that receive the DGSSA checkpoint)')
+        if self.fold is not None and not {'tool', 'args', 'test_options'
+                                          } <= set(self.fold):
+            raise ValueError('fold must give tool, args and test_options, '
+                             f'got {sorted(self.fold)}')
 
 
-#: Method name -> :class:`StudyMethod`. The trained methods (STViT-DeiT with
-#: 16 tokens, SaiT, AS-ViT, Integrated-DeiT, hMHSA + cFFN) are added here.
-TRAINED_METHODS: Dict[str, StudyMethod] = {}
+#: The trained methods' table, relative to the repository root.
+METHODS_FILE = 'configs/study/methods.py'
+
+
+def load_methods(path):
+    """The ``METHODS`` entries of a methods file, by name.
+
+    Args:
+        path (str): e.g. ``<repo>/`` :data:`METHODS_FILE`.
+
+    Returns:
+        dict[str, StudyMethod]: in the file's order.
+    """
+    import runpy
+    entries = runpy.run_path(path)['METHODS']
+    methods = {}
+    for entry in entries:
+        method = StudyMethod(**entry)
+        if method.name in methods:
+            raise ValueError(f'{path}: method {method.name!r} twice')
+        methods[method.name] = method
+    return methods
 
 
 def config_key(cfg, seed):
@@ -135,37 +182,96 @@ def host_checkpoint(cfg, seed, cache_dir, train=True):
     return _train(cfg, work_dir, seed)
 
 
-def method_checkpoint(name, method, host_cfg, host_ckpt, seed, cache_dir):
-    """A trained method's weights for a seed: cached, or trained now from
-    the host (:attr:`StudyMethod.init`).
+def _slug(name):
+    return ''.join(c if c.isalnum() else '_' for c in name).strip('_')
+
+
+def _dump(cfg, path):
+    """Write a resolved config for a tool to read."""
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    cfg.dump(path)
+
+
+def run_tool(repo, tool, args, log):
+    """Run ``python REPO/TOOL *args`` in the repository, its output going
+    to ``log``; raise with the log's tail if it fails."""
+    import subprocess
+    import sys
+    cmd = [sys.executable, osp.join(repo, tool)] + [str(a) for a in args]
+    os.makedirs(osp.dirname(osp.abspath(log)), exist_ok=True)
+    with open(log, 'w') as f:
+        done = subprocess.run(cmd, cwd=repo, stdout=f,
+                              stderr=subprocess.STDOUT)
+    if done.returncode:
+        with open(log) as f:
+            tail = f.read()[-2000:]
+        raise RuntimeError(f'{" ".join(cmd)} failed ({done.returncode}); '
+                           f'the end of {log}:\n{tail}')
+
+
+def _run_tool_atomic(repo, tool, args, out):
+    """Run a tool that writes ``out`` (the placeholder ``'{out}'`` in
+    ``args``) through a temporary file, so that an interrupted run leaves
+    no file that looks complete; its log is ``out``'s name with ``.log``."""
+    tmp = out + '.tmp'
+    run_tool(repo, tool, [tmp if a == '{out}' else a for a in args],
+             osp.splitext(out)[0] + '.log')
+    os.replace(tmp, out)
+
+
+def method_checkpoint(method, host_ckpt, seed, cache_dir, repo):
+    """A trained method's weights for a seed, cached or trained now from
+    the host (:attr:`StudyMethod.init`), folded if the method folds.
+
+    For ``init='dgssa_init'``, ``tools/dgssa_init.py`` first runs on the
+    host (once per host and method); for ``fold``, the fold tool runs on
+    the trained weights.
 
     Args:
-        name (str): the method's name (for the cache folder).
         method (StudyMethod): the entry.
-        host_cfg (mmengine.Config): the host config (its data and schedule
-            are the method's unless its config changes them).
         host_ckpt (str): the trained host.
         seed (int): the training seed.
         cache_dir (str): the cache folder.
+        repo (str): the repository root (configs and tools).
 
     Returns:
-        str: the checkpoint path.
+        tuple[str, dict]: the checkpoint to test and the ``cfg_options``
+        to test it with (the fold's ``test_options``, or none).
     """
     from ..apis.harness import load_config
-    cfg = load_config(method.config, copy.deepcopy(method.cfg_options))
-    if method.init == 'host':
-        cfg.load_from = host_ckpt
-    elif method.init == 'dgssa_init':
-        raise NotImplementedError(
-            'dgssa_init: run tools/dgssa_init.py on the host and name its '
-            'output in the entry\'s cfg_options (model.backbone.init_cfg)')
-    slug = ''.join(c if c.isalnum() else '_' for c in name).strip('_')
-    work_dir = osp.join(
-        cache_dir,
-        f'{slug}_seed{seed}_{config_key(cfg, seed)}_'
-        f'{config_key(host_cfg, seed)[:6]}')
+    config = osp.join(repo, method.config)
+    options = dict(method.cfg_options)
+    options.update({k: host_ckpt for k in method.host_options})
+    key = config_key(load_config(config, copy.deepcopy(options)), seed)
+    slug = _slug(method.name or osp.basename(config))
+    if method.init == 'dgssa_init':
+        dgssa = osp.join(cache_dir, f'{slug}_dgssa_{key}.pth')
+        if not osp.isfile(dgssa):
+            # the tools read the resolved config from a file: options hold
+            # values (dicts, tuples) that --cfg-options cannot carry
+            resolved = osp.splitext(dgssa)[0] + '_config.py'
+            _dump(load_config(config, copy.deepcopy(options)), resolved)
+            _run_tool_atomic(
+                repo, 'tools/dgssa_init.py',
+                [resolved, '--checkpoint', host_ckpt, '--out', '{out}',
+                 '--plot', osp.splitext(dgssa)[0] + '.png',
+                 *method.dgssa_init_args], dgssa)
+        options.update({k: dgssa for k in method.dgssa_options})
+    cfg = load_config(config, copy.deepcopy(options))
+    work_dir = osp.join(cache_dir, f'{slug}_seed{seed}_{key}')
     final = osp.join(work_dir, 'final.pth')
-    return final if osp.isfile(final) else _train(cfg, work_dir, seed)
+    if not osp.isfile(final):
+        _train(cfg, work_dir, seed)
+    if method.fold is None:
+        return final, {}
+    folded = osp.join(work_dir, 'folded.pth')
+    if not osp.isfile(folded):
+        resolved = osp.join(work_dir, 'trained_config.py')
+        _dump(cfg, resolved)
+        _run_tool_atomic(repo, method.fold['tool'],
+                         [resolved, final, '{out}', *method.fold['args']],
+                         folded)
+    return folded, dict(method.fold['test_options'])
 
 
 def build_study_model(cfg, checkpoint, cfg_options=None):
@@ -408,12 +514,12 @@ def plot_tradeoff(rows, path, x='mflops',
     plt.close(fig)
 
 
-def trained_rows(methods: Dict[str, StudyMethod], host_cfg, host_ckpt,
-                 inputs, seeds: Sequence[int], cache_dir: str,
+def trained_rows(methods: Dict[str, StudyMethod], host_ckpt, inputs,
+                 seeds: Sequence[int], cache_dir: str, repo: str,
                  progress: Optional[Callable[[str], None]] = None
                  ) -> List[dict]:
-    """Rows of trained methods: each trained per seed (or taken from the
-    cache), evaluated at each of its settings.
+    """Rows of trained methods: each trained per seed from the host (or
+    taken from the cache), evaluated at each of its settings.
 
     Returns:
         list[dict]: as :func:`reference_rows`'s.
@@ -421,18 +527,23 @@ def trained_rows(methods: Dict[str, StudyMethod], host_cfg, host_ckpt,
     from ..apis.harness import load_config
     rows = []
     for name, method in methods.items():
-        ckpts = {s: method_checkpoint(name, method, host_cfg, host_ckpt, s,
-                                      cache_dir) for s in seeds}
-        cfg = load_config(method.config, copy.deepcopy(method.cfg_options))
-        for label, options in (method.settings or {'': {}}).items():
-            accs = [top1(build_study_model(cfg, ckpts[s], options), inputs, s)
-                    for s in seeds]
+        runs = {s: method_checkpoint(method, host_ckpt, s, cache_dir, repo)
+                for s in seeds}
+        cfg = load_config(osp.join(repo, method.config),
+                          copy.deepcopy(method.cfg_options))
+
+        def build(seed, options, cfg=cfg, runs=runs):
+            ckpt, test_options = runs[seed]
+            return build_study_model(cfg, ckpt, {**test_options, **options})
+
+        settings = method.settings or {method.setting or 'default': {}}
+        for label, options in settings.items():
+            accs = [top1(build(s, options), inputs, s) for s in seeds]
             mean, std = summarise(accs)
             rows.append(dict(
-                method=name, setting=label or 'default', per_seed=accs,
+                method=name, setting=label, per_seed=accs,
                 top1_mean=mean, top1_std=std, num_seeds=len(seeds),
-                build=(lambda o=options: build_study_model(
-                    cfg, ckpts[seeds[0]], o))))
+                build=(lambda o=options, b=build: b(seeds[0], o))))
             if progress:
                 progress(f'{name} {label}')
     return rows

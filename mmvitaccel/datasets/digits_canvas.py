@@ -169,6 +169,10 @@ class DigitsCanvas(BaseDataset):
             ``'train'`` only.
         max_samples (int, optional): use the first ``max_samples`` of the
             split (reduced runs).
+        repeats (int): canvases of each scan per epoch: the dataset has
+            ``repeats * num_scans`` items, item ``i`` showing scan
+            ``i % num_scans`` on a canvas of its own (more iterations per
+            epoch of a small split; 1: one canvas per scan).
         pipeline (list): the transforms.
         **kwargs: other arguments of mmengine's ``BaseDataset``.
     """
@@ -188,6 +192,7 @@ class DigitsCanvas(BaseDataset):
                  ratios=(0.6, 0.2, 0.2),
                  redraw=None,
                  max_samples=None,
+                 repeats=1,
                  pipeline=(),
                  **kwargs):
         if split not in SPLITS:
@@ -201,6 +206,8 @@ class DigitsCanvas(BaseDataset):
         if not 1 <= fragment_size[0] <= fragment_size[1] <= 8:
             raise ValueError('fragment_size must be (low, high) in 1..8, '
                              f'got {fragment_size}')
+        if not isinstance(repeats, int) or repeats < 1:
+            raise ValueError(f'repeats must be an int >= 1, got {repeats!r}')
         if num_fragments < 0 or noise < 0:
             raise ValueError('num_fragments and noise must be >= 0, got '
                              f'{num_fragments}, {noise}')
@@ -216,6 +223,7 @@ class DigitsCanvas(BaseDataset):
         self.ratios = tuple(ratios)
         self.redraw = split == 'train' if redraw is None else bool(redraw)
         self.max_samples = max_samples
+        self.repeats = repeats
         images, labels = _load_digits()
         index = digits_splits(self.ratios, split_seed, labels)[split]
         if max_samples is not None:
@@ -227,11 +235,13 @@ class DigitsCanvas(BaseDataset):
         super().__init__(pipeline=list(pipeline), **kwargs)
 
     def load_data_list(self):
-        """One entry per scan of the split: its label and scan index."""
+        """``repeats`` entries per scan of the split (item ``i`` is scan
+        ``i % num_scans``): its label and scan index."""
+        n = len(self._labels)
         return [
-            dict(gt_label=int(label), scan_index=int(scan), sample_idx=i)
-            for i, (label, scan) in enumerate(
-                zip(self._labels, self._scan_index))
+            dict(gt_label=int(self._labels[i % n]),
+                 scan_index=int(self._scan_index[i % n]), sample_idx=i)
+            for i in range(self.repeats * n)
         ]
 
     def canvas(self, idx, epoch=0):
@@ -244,7 +254,8 @@ class DigitsCanvas(BaseDataset):
         epoch = int(epoch) if self.redraw else 0
         rng = np.random.default_rng(
             [self.canvas_seed, _SPLIT_CODE[self.split], epoch, int(idx)])
-        return render_canvas(rng, self._scans[idx], self._scans,
+        return render_canvas(rng, self._scans[int(idx) % len(self._scans)],
+                             self._scans,
                              self.canvas_size, self.scale, self.max_angle,
                              self.num_fragments, self.fragment_size,
                              self.noise)

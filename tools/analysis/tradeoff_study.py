@@ -8,7 +8,8 @@
    before ``--prune-before`` by TIS, class attention and at random, at each
    ``--densities`` value, over ``--seeds`` (random's seed spread);
 3. trains and evaluates the trained methods named by ``--methods`` (the
-   entries of ``mmvitaccel.analysis.study.TRAINED_METHODS``);
+   entries of ``configs/study/methods.py``): each from the trained host,
+   per seed, cached like the host;
 4. measures parameters, FLOPs and the speed ratio to the host (all models
    timed interleaved) and writes ``study.csv``, ``accuracy_vs_flops.png``
    and ``accuracy_vs_speed.png`` to ``--out``.
@@ -52,8 +53,10 @@ def parse_args(argv=None):
     parser.add_argument('--prune-before', type=int, nargs='+', default=[3],
                         help='0-based layers before which tokens are pruned')
     parser.add_argument('--methods', nargs='*', default=[],
-                        help='trained methods (names of TRAINED_METHODS); '
+                        help='trained methods (names in --methods-file); '
                         'all: every entry')
+    parser.add_argument('--methods-file',
+                        default=osp.join(REPO, study.METHODS_FILE))
     parser.add_argument('--num-images', type=int, default=None,
                         help='first test images only (default: all)')
     parser.add_argument('--rounds', type=int, default=5,
@@ -75,14 +78,14 @@ def main(argv=None):
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    names = list(study.TRAINED_METHODS) if args.methods == ['all'] else \
-        args.methods
-    unknown = sorted(set(names) - set(study.TRAINED_METHODS))
+    known = study.load_methods(args.methods_file)
+    names = list(known) if args.methods == ['all'] else args.methods
+    unknown = sorted(set(names) - set(known))
     if unknown:
-        raise SystemExit(f'unknown methods {unknown}; known: '
-                         f'{sorted(study.TRAINED_METHODS)}')
+        raise SystemExit(f'unknown methods {unknown}; known: {list(known)}')
     cfg = load_config(args.host_config, args.cfg_options)
-    steps = 2 + len(args.scorers) * len(args.densities) + len(names) + 1
+    settings = sum(max(1, len(known[n].settings)) for n in names)
+    steps = 2 + len(args.scorers) * len(args.densities) + settings + 1
     with tqdm(total=steps, desc='study', unit='step') as bar:
         bar.set_postfix_str('host')
         ckpt = study.host_checkpoint(cfg, args.host_seed, args.work_dir,
@@ -97,9 +100,9 @@ def main(argv=None):
         rows = study.reference_rows(cfg, ckpt, inputs, args.densities,
                                     args.seeds, args.scorers,
                                     args.prune_before, progress)
-        rows += study.trained_rows(
-            {n: study.TRAINED_METHODS[n] for n in names}, cfg, ckpt, inputs,
-            args.seeds, args.work_dir, progress)
+        rows += study.trained_rows({n: known[n] for n in names}, ckpt,
+                                   inputs, args.seeds, args.work_dir, REPO,
+                                   progress)
         bar.set_postfix_str('timing')
         study.measure(rows, inputs, args.rounds, args.speed_batch)
         bar.update()
