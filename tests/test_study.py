@@ -153,6 +153,21 @@ def test_the_methods_file_loads_and_bad_entries_are_refused():
         study.StudyMethod(config='x.py', fold=dict(tool='t.py'))
 
 
+def test_a_scratch_method_gets_no_host_weights(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake_train(cfg, work_dir, seed):
+        seen['load_from'] = cfg.get('load_from')
+        return osp.join(work_dir, 'final.pth')
+
+    monkeypatch.setattr(study, '_train', fake_train)
+    for init, expected in (('scratch', None), ('host', 'HOST.pth')):
+        method = study.StudyMethod(config=study.HOST_CONFIG, name=init,
+                                   init=init)
+        study.method_checkpoint(method, 'HOST.pth', 0, str(tmp_path), REPO)
+        assert seen['load_from'] == expected, init
+
+
 #: the reduced host's architecture for the methods' configs
 _SMALL = dict(embed_dims=32, num_layers=4, num_heads=2,
               feedforward_channels=64)

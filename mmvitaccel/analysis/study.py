@@ -241,7 +241,8 @@ def method_checkpoint(method, host_ckpt, seed, cache_dir, repo):
     from ..apis.harness import load_config
     config = osp.join(repo, method.config)
     options = dict(method.cfg_options)
-    options.update({k: host_ckpt for k in method.host_options})
+    if method.init != 'scratch':  # 'scratch' starts from no weights
+        options.update({k: host_ckpt for k in method.host_options})
     key = config_key(load_config(config, copy.deepcopy(options)), seed)
     slug = _slug(method.name or osp.basename(config))
     if method.init == 'dgssa_init':
