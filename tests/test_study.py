@@ -16,16 +16,26 @@ from mmvitaccel.apis.harness import load_config
 
 from .utils import REPO
 
+
+
+def _small_host(dims, canvas):
+    """Host options: 4 layers of ``dims`` channels (2 heads) on a
+    ``canvas``-pixel canvas, in every split."""
+    return {
+        'model.backbone.arch': dict(embed_dims=dims, num_layers=4,
+                                    num_heads=2,
+                                    feedforward_channels=2 * dims),
+        'model.backbone.img_size': canvas,
+        'model.head.in_channels': dims,
+        **{f'{split}_dataloader.dataset.canvas_size': canvas
+           for split in ('train', 'val', 'test')},
+    }
+
+
 #: a reduced host: 4 layers (pruning before layer 3 stays possible), 32
 #: dims, a 16x16 canvas (16 patches), a few samples, one epoch
 REDUCED = {
-    'model.backbone.arch': dict(embed_dims=32, num_layers=4, num_heads=2,
-                                feedforward_channels=64),
-    'model.backbone.img_size': 16,
-    'model.head.in_channels': 32,
-    'train_dataloader.dataset.canvas_size': 16,
-    'test_dataloader.dataset.canvas_size': 16,
-    'val_dataloader.dataset.canvas_size': 16,
+    **_small_host(32, 16),
     'train_dataloader.dataset.max_samples': 32,
     'val_dataloader.dataset.max_samples': 16,
     'test_dataloader.dataset.max_samples': 24,
@@ -142,15 +152,38 @@ def test_a_method_entry_refuses_an_unknown_init():
 def test_the_methods_file_loads_and_bad_entries_are_refused():
     methods = study.load_methods(osp.join(REPO, study.METHODS_FILE))
     assert list(methods) == ['STViT-DeiT', 'SaiT', 'AS-ViT',
-                             'Integrated-DeiT', 'hMHSA + cFFN']
+                             'Integrated-DeiT',
+                             'Integrated-DeiT, paper layout', 'hMHSA + cFFN']
     for m in methods.values():
         assert osp.isfile(osp.join(REPO, m.config)), m.config
     assert methods['Integrated-DeiT'].init == 'dgssa_init'
+    assert methods['Integrated-DeiT'].search['tool'] == \
+        'tools/glad_search.py'
     assert methods['hMHSA + cFFN'].fold['tool'] == 'tools/reparameterize.py'
     with pytest.raises(ValueError, match='dgssa_options'):
         study.StudyMethod(config='x.py', init='dgssa_init')
     with pytest.raises(ValueError, match='fold'):
         study.StudyMethod(config='x.py', fold=dict(tool='t.py'))
+    with pytest.raises(ValueError, match='search'):
+        study.StudyMethod(config='x.py', search=dict(tool='t.py'))
+    with pytest.raises(ValueError, match='scratch'):
+        study.StudyMethod(config='x.py', init='scratch',
+                          search=dict(tool='t.py', args=()))
+
+
+def test_a_search_output_becomes_options_and_labels(tmp_path):
+    path = tmp_path / 'layout.json'
+    path.write_text('{"cfg_options": {"model.backbone.glad_layers": [3, 9],'
+                    ' "model.backbone.glad_tokens": [27, 26]}}')
+    options = study.read_search(str(path))
+    assert options == {'model.backbone.glad_layers': (3, 9),
+                       'model.backbone.glad_tokens': (27, 26)}
+    assert study.setting_label('GLAD {glad_layers} to {glad_tokens}',
+                               options) == 'GLAD 3/9 to 27/26'
+    assert study.setting_label('plain', {}) == 'plain'
+    path.write_text('{"layers": [3]}')
+    with pytest.raises(ValueError, match='cfg_options'):
+        study.read_search(str(path))
 
 
 def test_a_scratch_method_gets_no_host_weights(monkeypatch, tmp_path):
@@ -194,6 +227,7 @@ def _small_entries():
                                 'model.head.init_cfg': None}))
     integrated = dict(
         name='Integrated-DeiT', setting='DGSSA 1, GLAD 3',
+        settings={'DGSSA 1, GLAD {glad_layers} to {glad_tokens}': {}},
         config='configs/study/integrated_deit_digits.py',
         cfg_options={
             'model.backbone.arch': dict(_SMALL),
@@ -207,7 +241,12 @@ def _small_entries():
         host_options=('load_from', 'model.teacher_checkpoint',
                       'model.teacher_head.init_cfg.checkpoint'),
         dgssa_options=('model.backbone.init_cfg.checkpoint', ),
-        dgssa_init_args=('--num-images', '8', '--batch-size', '8'))
+        dgssa_init_args=('--num-images', '8', '--batch-size', '8'),
+        # one GLAD layer, searched on the host
+        search=dict(tool='tools/glad_search.py',
+                    args=('--num-images', '8', '--batch-size', '8',
+                          '--static-depth', '1', '--max-glad', '1',
+                          '--eta', '0.9')))
     return {e['name']: study.StudyMethod(**e) for e in (hvit, integrated)}
 
 
@@ -218,8 +257,20 @@ def test_trained_methods_start_from_the_host_fold_and_are_cached(
     methods = _small_entries()
     inputs = study.test_inputs(cfg, batch_size=8)
     rows = study.trained_rows(methods, ckpt, inputs, [0], cache, REPO)
+    # the searched layout is in the label and is what was trained
+    layout = [p for p in os.listdir(cache)
+              if p.startswith('Integrated_DeiT_search') and
+              p.endswith('.json')]
+    assert len(layout) == 1
+    searched = study.read_search(osp.join(cache, layout[0]))
+    (glad, ), (tokens, ) = (searched['model.backbone.glad_layers'],
+                            searched['model.backbone.glad_tokens'])
+    assert 1 < glad < 4 and 1 < tokens < 17
     assert [(r['method'], r['setting']) for r in rows] == [
-        ('hMHSA + cFFN', 'folded'), ('Integrated-DeiT', 'DGSSA 1, GLAD 3')]
+        ('hMHSA + cFFN', 'folded'),
+        ('Integrated-DeiT', f'DGSSA 1, GLAD {glad} to {tokens}')]
+    integrated = rows[1]['build']()
+    assert integrated.backbone.glad_layers == [glad]
     for r in rows:
         assert 0 <= r['top1_mean'] <= 1 and r['num_seeds'] == 1
     # the fold ran (the deploy form loads its checkpoint strictly) and the
@@ -243,3 +294,46 @@ def test_trained_methods_start_from_the_host_fold_and_are_cached(
     assert [r['per_seed'] for r in again] == [r['per_seed'] for r in rows]
     with pytest.raises(AssertionError, match='ran again'):
         study.trained_rows(methods, ckpt, inputs, [1], cache, REPO)
+    # another seed trains again but reuses the host's DGSSA initialisation
+    # and searched layout
+    monkeypatch.setattr(study, 'run_tool', refuse)
+    monkeypatch.setattr(study, '_train',
+                        lambda cfg, work_dir, seed: osp.join(work_dir, 'x'))
+    study.method_checkpoint(methods['Integrated-DeiT'], ckpt, 1, cache, REPO)
+
+
+#: a host that trains in about a minute here and is good enough for its
+#: attention to matter (about 92% test top-1 when written): 4 layers, 48
+#: dims, a 24x24 canvas (36 patches), 30 epochs of 4 canvases per scan
+TRAINED = {
+    **_small_host(48, 24),
+    'model.backbone.drop_path_rate': 0.,
+    'test_dataloader.dataset.max_samples': 360,
+    'train_cfg.max_epochs': 30,
+    'train_cfg.val_interval': 30,
+    'default_hooks.logger.interval': 1000,
+}
+
+
+@pytest.mark.slow
+def test_reduced_study_scorers_beat_random_pruning(tmp_path):
+    """The study in small: a host trained here, pruned before layer 2 to a
+    density of 0.3 without training. TIS and class attention must keep the
+    host's accuracy and beat random pruning (five seeds) by far more than
+    its spread over seeds; a scorer that ranks tokens no better than
+    chance, or a pruned path that ignores the kept tokens, fails."""
+    cfg = load_config(osp.join(REPO, study.HOST_CONFIG), dict(TRAINED))
+    ckpt = study.host_checkpoint(cfg, 0, str(tmp_path))
+    inputs = study.test_inputs(cfg)
+    rows = study.reference_rows(cfg, ckpt, inputs, [0.3], [0, 1, 2, 3, 4],
+                                prune_before=(2, ))
+    by = {r['method']: r for r in rows}
+    host = by['host']['top1_mean']
+    assert host > 0.8, 'the host did not train'
+    random = by['random pruning']
+    assert random['num_seeds'] == 5 and random['top1_std'] > 0
+    floor = random['top1_mean'] + max(5 * random['top1_std'], 0.08)
+    for scorer in ('tis', 'cls'):
+        kept = by[f'{scorer} pruning']['top1_mean']
+        assert kept > floor, (scorer, kept, random['per_seed'])
+        assert kept > host - 0.04, (scorer, kept, host)

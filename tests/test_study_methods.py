@@ -30,6 +30,8 @@ NEW = {
     'AS-ViT': ('backbone.thresholds', ),
     # V is converted from the host's qkv rows by the DGSSA loader
     'Integrated-DeiT': ('.static_logits', '.attn.v.', 'glads.'),
+    'Integrated-DeiT, paper layout': ('.static_logits', '.attn.v.',
+                                      'glads.'),
     # Q^/K^/V are converted from the host's qkv by the hMHSA loader
     'hMHSA + cFFN': ('.attn.q.', '.attn.k.', '.attn.v.', '.hallucination.',
                      '.ffn.layers.1.'),

@@ -5,6 +5,8 @@ import glob
 import json
 import os.path as osp
 
+import cv2
+import numpy as np
 import pytest
 import torch
 
@@ -85,10 +87,16 @@ def test_density_sweep_and_visualize_tokens(tmp_path, tiny_data_dir):
 
     vis = tmp_path / 'vis'
     run('tools/visualize_tokens.py', config, checkpoint, '--num-images', '2',
-        '--out-dir', str(vis), *tiny)
+        '--out-dir', str(vis), '--montage', str(tmp_path / 'all.png'),
+        *tiny)
     pngs = sorted(glob.glob(str(vis / '*.png')))
     assert len(pngs) == 2 * 3  # one per image and pruning location
     assert any('stage2_layer3' in p for p in pngs)
+    # the montage: 3 rows (locations) of 2 drawings, 2-pixel gaps
+    one = cv2.imread(pngs[0])
+    whole = cv2.imread(str(tmp_path / 'all.png'))
+    assert whole.shape == (3 * one.shape[0] + 4, 2 * one.shape[1] + 2, 3)
+    np.testing.assert_array_equal(whole[:one.shape[0], :one.shape[1]], one)
 
 
 @pytest.mark.slow

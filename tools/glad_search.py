@@ -3,6 +3,7 @@
     python tools/glad_search.py CONFIG --checkpoint DEIT.pth
         [--static-depth 2] [--max-glad 3] [--eta 0.5] [--step 1]
         [--power 2] [--num-images 1000] [--split train] [--batch-size 32] [--tiny]
+        [--out LAYOUT.json]
         [--cfg-options k=v ...]
 
 CONFIG is an Integrated-DeiT config (``DGSSAVisionTransformer`` backbone;
@@ -15,7 +16,9 @@ multiples of ``--step`` patch tokens) that maximise AM under the FLOPs
 ratio ``--eta`` (the paper's formulas), exactly, by dynamic programming
 (:func:`mmvitaccel.ops.glad_search`). It prints the architecture, AM and
 FLOPs ratio, the same for the config's own architecture, and a config
-snippet.
+snippet; ``--out FILE`` also writes the chosen architecture as JSON
+cfg-options (``model.backbone.static_layers``, ``glad_layers``,
+``glad_tokens``) with its AM and FLOPs ratio under ``search``.
 """
 import argparse
 
@@ -47,6 +50,8 @@ def parse_args():
     parser.add_argument('--batch-size', type=int, default=32)
     parser.add_argument('--tiny', action='store_true',
                         help='use the generated tiny data')
+    parser.add_argument('--out', help='write the chosen architecture as '
+                        'JSON cfg-options')
     from mmengine.config import DictAction
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)
     return parser.parse_args()
@@ -109,6 +114,27 @@ def main():
           f'        static_layers={tuple(static)},\n'
           f'        glad_layers={tuple(best["glad_layers"])},\n'
           f'        glad_tokens={tuple(best["glad_tokens"])}))')
+    if args.out:
+        write_layout(args.out, static, best)
+
+
+def write_layout(path, static, best):
+    """The searched architecture as JSON: ``cfg_options`` (the backbone
+    keys) and ``search`` (AM and FLOPs ratio), written atomically."""
+    import json
+    import os
+    layout = dict(
+        cfg_options={
+            'model.backbone.static_layers': list(static),
+            'model.backbone.glad_layers': list(best['glad_layers']),
+            'model.backbone.glad_tokens': list(best['glad_tokens']),
+        },
+        search=dict(am=float(best['am']), flops_ratio=float(best['ratio'])))
+    tmp = path + '.tmp'
+    with open(tmp, 'w') as f:
+        json.dump(layout, f, indent=2)
+    os.replace(tmp, path)
+    print(f'wrote {path}')
 
 
 if __name__ == '__main__':

@@ -5,9 +5,12 @@ test pipeline, de-normalised), with pruned patches dimmed and tinted and a
 line of text giving the location and the kept count.
 
     python tools/visualize_tokens.py CONFIG CHECKPOINT [--num-images 8]
-        [--out-dir DIR] [--tiny] [--cfg-options model.test_cfg.density=0.5]
+        [--out-dir DIR] [--montage FILE] [--tiny]
+        [--cfg-options model.test_cfg.density=0.5]
 
-Files: ``{out_dir}/{image}_stage{s}_layer{l}.png``.
+Files: ``{out_dir}/{image}_stage{s}_layer{l}.png``; with ``--montage
+FILE``, also all drawings in one PNG (a row per pruning location, the
+images side by side).
 """
 import argparse
 import os
@@ -38,6 +41,8 @@ def parse_args(argv=None):
     parser.add_argument('--out-dir', default='work_dirs/visualize_tokens')
     parser.add_argument('--scale', type=int, default=2,
                         help='upscale the drawings by this factor')
+    parser.add_argument('--montage', help='also write all drawings in '
+                        'one PNG: a row per pruning location')
     parser.add_argument('--tiny', action='store_true',
                         help='apply the tiny overlay (generated data)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
@@ -92,6 +97,28 @@ def overlay(image, keep, grid, label, scale=2):
     return out
 
 
+def montage(rows, gap=2):
+    """Drawings side by side, one row per list, ``gap`` white pixels
+    between them (all drawings of one size).
+
+    Args:
+        rows (list[list[np.ndarray]]): ``(h, w, 3)`` uint8 drawings.
+        gap (int): the separating width.
+
+    Returns:
+        np.ndarray: the montage, uint8.
+    """
+    h, w = rows[0][0].shape[:2]
+    cols = max(len(r) for r in rows)
+    out = np.full((len(rows) * (h + gap) - gap, cols * (w + gap) - gap, 3),
+                  255, dtype=np.uint8)
+    for i, row in enumerate(rows):
+        for j, drawing in enumerate(row):
+            y, x = i * (h + gap), j * (w + gap)
+            out[y:y + h, x:x + w] = drawing
+    return out
+
+
 def main(argv=None):
     args = parse_args(argv)
     cfg = load_config(args.config, args.cfg_options, tiny=args.tiny)
@@ -105,6 +132,7 @@ def main(argv=None):
                          'TokenPrunedVisionTransformer backbone')
     os.makedirs(args.out_dir, exist_ok=True)
     written = []
+    by_location = {}
     batches = real_data_batches(cfg, args.num_images, 1)
     for n, batch in enumerate(tqdm(batches, desc='images', unit='img')):
         with torch.no_grad():
@@ -130,6 +158,12 @@ def main(argv=None):
                             f'{n:03d}_{name}_stage{s}_layer{layer}.png')
             cv2.imwrite(path, drawing)
             written.append(path)
+            by_location.setdefault(s, []).append(drawing)
+    if args.montage:
+        os.makedirs(osp.dirname(osp.abspath(args.montage)), exist_ok=True)
+        cv2.imwrite(args.montage,
+                    montage([by_location[s] for s in sorted(by_location)]))
+        print(f'wrote {args.montage}')
     print(f'wrote {len(written)} images to {args.out_dir}')
     return written
 

@@ -20,10 +20,27 @@
 #   dgssa_options   cfg keys that receive tools/dgssa_init.py's output
 #   settings        test-time label -> cfg_options of the same weights
 #                   ({} : the config's own)
+#   search          None, or a tool that chooses part of the architecture on
+#                   the host first: ``tool`` and ``args`` (run as ``python
+#                   TOOL CONFIG --checkpoint HOST --out OUT *args``; OUT is
+#                   JSON cfg-options, merged into the method's; setting
+#                   labels may name them as {glad_layers} etc.)
 #   fold            None, or how to make the inference form before testing:
 #                   ``tool`` and ``args`` (run as ``python TOOL CONFIG CKPT
 #                   OUT *args`` with the training cfg_options) and
 #                   ``test_options`` (cfg_options to test the folded OUT)
+#: what the two Integrated-DeiT entries share: DGSSA initialised from the
+#: host by tools/dgssa_init.py, the host as the frozen teacher
+INTEGRATED = dict(
+    config='configs/study/integrated_deit_digits.py',
+    cfg_options={},
+    init='dgssa_init',
+    host_options=('load_from', 'model.teacher_checkpoint',
+                  'model.teacher_head.init_cfg.checkpoint'),
+    dgssa_options=('model.backbone.init_cfg.checkpoint', ),
+    dgssa_init_args=('--num-images', '512'),
+    fold=None)
+
 METHODS = [
     dict(
         name='STViT-DeiT',
@@ -63,16 +80,19 @@ METHODS = [
         fold=None),
     dict(
         name='Integrated-DeiT',
-        setting='DGSSA 1-2, GLAD 3/5/7',
-        config='configs/study/integrated_deit_digits.py',
-        cfg_options={},
-        init='dgssa_init',
-        host_options=('load_from', 'model.teacher_checkpoint',
-                      'model.teacher_head.init_cfg.checkpoint'),
-        dgssa_options=('model.backbone.init_cfg.checkpoint', ),
-        dgssa_init_args=('--num-images', '512'),
-        settings={'DGSSA 1-2, GLAD 3/5/7': {}},
-        fold=None),
+        setting='DGSSA 1-2, GLAD searched',
+        # the GLAD layers and token counts are searched on the host
+        search=dict(tool='tools/glad_search.py',
+                    args=('--num-images', '512')),
+        settings={'DGSSA 1-2, GLAD {glad_layers} to {glad_tokens}': {}},
+        **INTEGRATED),
+    dict(
+        name='Integrated-DeiT, paper layout',
+        setting='DGSSA 1-2, GLAD 3/5/7 to 42/25/12',
+        # the config's own GLAD layout: Integrated-DeiT-S's layers (0-based
+        # 3, 5, 7) and its token ratios (197 -> 127/77/35 scaled to 65)
+        settings={},
+        **INTEGRATED),
     dict(
         name='hMHSA + cFFN',
         setting='all layers, folded',

@@ -41,9 +41,11 @@ import torch
 __all__ = [
     'FIELDS', 'HOST_CONFIG', 'INITS', 'METHODS_FILE', 'REFERENCE_SCORERS',
     'StudyMethod', 'config_key', 'host_checkpoint', 'load_methods',
-    'method_checkpoint', 'run_tool', 'trained_rows',
-    'measure', 'plot_tradeoff', 'pruned_host', 'reference_rows',
-    'summarise', 'test_inputs', 'top1', 'write_csv'
+    'method_checkpoint', 'read_search', 'run_tool', 'setting_label',
+    'trained_rows',
+    'markdown_table', 'measure', 'plot_tradeoff', 'pruned_host',
+    'read_csv', 'reference_rows', 'summarise', 'test_inputs', 'top1',
+    'write_csv'
 ]
 
 #: The host recipe, relative to the repository root.
@@ -83,6 +85,12 @@ class StudyMethod:
         fold (dict, optional): ``tool``, ``args`` and ``test_options``: the
             trained weights are folded by ``python TOOL CONFIG CKPT OUT
             *args`` before testing, and tested with ``test_options``.
+        search (dict, optional): ``tool`` and ``args``: before anything
+            else, ``python TOOL CONFIG --checkpoint HOST --out OUT *args``
+            chooses part of the architecture on the host and writes it as
+            JSON (``cfg_options``, as ``tools/glad_search.py --out``); those
+            options are merged into the method's. Setting labels may name
+            them as ``{key}`` (the last part of the option's name).
     """
     config: str
     name: str = ''
@@ -94,6 +102,7 @@ class StudyMethod:
     dgssa_init_args: tuple = ()
     settings: dict = field(default_factory=dict)
     fold: Optional[dict] = None
+    search: Optional[dict] = None
 
     def __post_init__(self):
         if self.init not in INITS:
@@ -106,6 +115,12 @@ class StudyMethod:
                                           } <= set(self.fold):
             raise ValueError('fold must give tool, args and test_options, '
                              f'got {sorted(self.fold)}')
+        if self.search is not None and set(self.search) != {'tool', 'args'}:
+            raise ValueError('search must give tool and args, got '
+                             f'{sorted(self.search)}')
+        if self.search is not None and self.init == 'scratch':
+            raise ValueError('search runs on the host: init=\'scratch\' '
+                             'has none')
 
 
 #: The trained methods' table, relative to the repository root.
@@ -236,17 +251,34 @@ def method_checkpoint(method, host_ckpt, seed, cache_dir, repo):
 
     Returns:
         tuple[str, dict]: the checkpoint to test and the ``cfg_options``
-        to test it with (the fold's ``test_options``, or none).
+        to test it with (the fold's ``test_options`` and the searched
+        options, or none).
     """
     from ..apis.harness import load_config
     config = osp.join(repo, method.config)
     options = dict(method.cfg_options)
     if method.init != 'scratch':  # 'scratch' starts from no weights
         options.update({k: host_ckpt for k in method.host_options})
-    key = config_key(load_config(config, copy.deepcopy(options)), seed)
     slug = _slug(method.name or osp.basename(config))
+    searched = {}
+    if method.search is not None:
+        key = config_key(load_config(config, copy.deepcopy(options)), 0)
+        layout = osp.join(cache_dir, f'{slug}_search_{key}.json')
+        if not osp.isfile(layout):
+            resolved = osp.splitext(layout)[0] + '_config.py'
+            _dump(load_config(config, copy.deepcopy(options)), resolved)
+            _run_tool_atomic(repo, method.search['tool'],
+                             [resolved, '--checkpoint', host_ckpt, '--out',
+                              '{out}', *method.search['args']], layout)
+        searched = read_search(layout)
+        options.update(searched)
+    # the training cache key; the DGSSA checkpoint's path below is a
+    # function of the same options
+    key = config_key(load_config(config, copy.deepcopy(options)), seed)
     if method.init == 'dgssa_init':
-        dgssa = osp.join(cache_dir, f'{slug}_dgssa_{key}.pth')
+        # one initialisation per host and config, shared by the seeds
+        host_key = config_key(load_config(config, copy.deepcopy(options)), 0)
+        dgssa = osp.join(cache_dir, f'{slug}_dgssa_{host_key}.pth')
         if not osp.isfile(dgssa):
             # the tools read the resolved config from a file: options hold
             # values (dicts, tuples) that --cfg-options cannot carry
@@ -264,7 +296,7 @@ def method_checkpoint(method, host_ckpt, seed, cache_dir, repo):
     if not osp.isfile(final):
         _train(cfg, work_dir, seed)
     if method.fold is None:
-        return final, {}
+        return final, searched
     folded = osp.join(work_dir, 'folded.pth')
     if not osp.isfile(folded):
         resolved = osp.join(work_dir, 'trained_config.py')
@@ -272,7 +304,29 @@ def method_checkpoint(method, host_ckpt, seed, cache_dir, repo):
         _run_tool_atomic(repo, method.fold['tool'],
                          [resolved, final, '{out}', *method.fold['args']],
                          folded)
-    return folded, dict(method.fold['test_options'])
+    return folded, {**searched, **method.fold['test_options']}
+
+
+def read_search(path):
+    """The ``cfg_options`` of a search tool's JSON output (tuples for
+    lists, as configs write them)."""
+    import json
+    with open(path) as f:
+        layout = json.load(f)
+    if not isinstance(layout, dict) or not isinstance(
+            layout.get('cfg_options'), dict):
+        raise ValueError(f'{path}: a search output needs a dict '
+                         '"cfg_options"')
+    return {k: tuple(v) if isinstance(v, list) else v
+            for k, v in layout['cfg_options'].items()}
+
+
+def setting_label(label, options):
+    """``label`` with ``{key}`` filled from ``options`` (by the last
+    part of each option's name; sequences joined by '/')."""
+    names = {k.split('.')[-1]: '/'.join(map(str, v)) if isinstance(
+        v, (list, tuple)) else v for k, v in options.items()}
+    return label.format(**names) if names else label
 
 
 def build_study_model(cfg, checkpoint, cfg_options=None):
@@ -487,6 +541,46 @@ def write_csv(rows, path):
             })
 
 
+def read_csv(path):
+    """The rows of a :func:`write_csv` file, numbers as numbers."""
+    rows = []
+    with open(path, newline='') as f:
+        for row in csv.DictReader(f):
+            for k in FIELDS[2:]:
+                row[k] = int(row[k]) if k in ('params', 'num_seeds') \
+                    else float(row[k])
+            rows.append(row)
+    return rows
+
+
+def markdown_table(rows, references=True):
+    """The rows as a Markdown table (top-1 in %, mean ± std over seeds).
+
+    Args:
+        rows (list[dict]): :func:`read_csv` rows (or the command's).
+        references (bool): include the training-free references (methods
+            named ``'<scorer> pruning'``); the host is always included.
+
+    Returns:
+        str: the table, one line per row, ending with a newline.
+    """
+    lines = ['| method | setting | MFLOPs (ratio) | speed ratio, batch 32 '
+             '(q1–q3) | top-1 % | seeds |',
+             '| --- | --- | --- | --- | --- | --- |']
+    for r in rows:
+        if not references and r['method'].endswith(' pruning'):
+            continue
+        top1 = f'{100 * r["top1_mean"]:.1f}'
+        if r['num_seeds'] > 1:
+            top1 += f' ± {100 * r["top1_std"]:.1f}'
+        lines.append(
+            f'| {r["method"]} | {r["setting"]} | {r["mflops"]:.2f} '
+            f'({r["flops_ratio"]:.2f}) | {r["speed_ratio"]:.2f} '
+            f'({r["speed_ratio_q1"]:.2f}–{r["speed_ratio_q3"]:.2f}) | '
+            f'{top1} | {r["num_seeds"]} |')
+    return '\n'.join(lines) + '\n'
+
+
 def plot_tradeoff(rows, path, x='mflops',
                   xlabel='MFLOPs per image'):
     """Top-1 (mean, with the seed std as error bars) against ``x``, one
@@ -537,8 +631,12 @@ def trained_rows(methods: Dict[str, StudyMethod], host_ckpt, inputs,
             ckpt, test_options = runs[seed]
             return build_study_model(cfg, ckpt, {**test_options, **options})
 
+        searched = next(iter(runs.values()))[1] if method.search else {}
+        searched = {k: v for k, v in searched.items()
+                    if k not in (method.fold or {}).get('test_options', {})}
         settings = method.settings or {method.setting or 'default': {}}
         for label, options in settings.items():
+            label = setting_label(label, searched)
             accs = [top1(build(s, options), inputs, s) for s in seeds]
             mean, std = summarise(accs)
             rows.append(dict(

@@ -16,8 +16,12 @@
 
 Example::
 
-    python tools/analysis/tradeoff_study.py --work-dir work_dirs/study \
-        --out docs/study
+    python tools/analysis/tradeoff_study.py --methods all \
+        --work-dir work_dirs/study --out docs/study
+
+``--table CSV`` prints the Markdown tables of a written CSV (all rows, then
+the host and the trained methods only: the tables of ``docs/study.md`` and
+the README) and runs nothing.
 """
 import argparse
 import os
@@ -71,11 +75,19 @@ def parse_args(argv=None):
                         help='fail instead of training a missing host')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='overrides of the host config')
+    parser.add_argument('--table', metavar='CSV',
+                        help='print the Markdown tables of a study.csv and '
+                        'exit')
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.table:
+        rows = study.read_csv(args.table)
+        print(study.markdown_table(rows))
+        print(study.markdown_table(rows, references=False))
+        return rows
     if args.threads:
         torch.set_num_threads(args.threads)
     known = study.load_methods(args.methods_file)
