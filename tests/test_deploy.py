@@ -9,7 +9,8 @@ import torch
 
 from mmvitaccel.apis.deploy import (ONNX_TOLERANCE, check_exportable,
                                     compile_parity, deploy_module,
-                                    export_onnx, onnx_parity)
+                                    export_onnx, max_abs_diff, onnx_parity,
+                                    runtime_callable)
 from mmvitaccel.apis.harness import build_model, load_config
 from mmvitaccel.ops import is_capturing, mask_or_none, pad_to_multiple
 
@@ -151,6 +152,31 @@ def test_capture_takes_the_general_branch(monkeypatch):
     assert x.shape == (1, 8, 4, 2)
     assert valid.tolist() == [[True] * 3 + [False]] * 5 + \
         [[False] * 4] * 3
+
+
+def test_compile_runtime_takes_upstream_numpy_drop_rates(monkeypatch):
+    """``runtime_callable(..., 'compile')`` on a plain mmpretrain ViT, whose
+    drop-path rates are numpy scalars (``np.linspace``): one graph
+    (``fullgraph=True``), the eager outputs. Without the conversion Dynamo
+    breaks the graph on ``if drop_prob == 0.``."""
+    import numpy as np
+    from mmpretrain.models import VisionTransformer
+    vit = VisionTransformer(
+        arch=dict(embed_dims=32, num_layers=2, num_heads=2,
+                  feedforward_channels=64),
+        img_size=32, patch_size=16, drop_path_rate=0.1)
+    vit.eval()  # (its train() returns nothing)
+    assert any(isinstance(v, np.generic) for m in vit.modules()
+               for v in vars(m).values())
+    real = torch.compile
+    monkeypatch.setattr(torch, 'compile', lambda m, **kw: real(
+        m, **{**kw, 'backend': 'eager'}))
+    torch.compiler.reset()
+    x = torch.randn(1, 3, 32, 32)
+    got = runtime_callable(vit, x, 'compile')()
+    with torch.no_grad():
+        ref = vit(x)
+    assert max_abs_diff(ref, got) == 0
 
 
 @pytest.mark.slow

@@ -303,6 +303,8 @@ def runtime_callable(module: nn.Module,
 
     Args:
         module (nn.Module): in eval mode; its outputs a tensor or a tuple.
+            For ``'compile'``, its numpy scalars become Python numbers
+            (:func:`python_scalars`, in place).
         x (Tensor): the input, fixed (graphs are static in its shape).
         runtime (str): ``'eager'``; ``'compile'``
             (``torch.compile(fullgraph=True, dynamic=False)``, inductor);
@@ -319,6 +321,9 @@ def runtime_callable(module: nn.Module,
     if runtime == 'eager':
         fn = module
     elif runtime == 'compile':
+        # upstream numpy drop-path rates would break the graph (see
+        # python_scalars); the values do not change
+        python_scalars(module)
         fn = torch.compile(module, fullgraph=True, dynamic=False)
     else:
         import onnxruntime as ort
