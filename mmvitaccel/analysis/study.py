@@ -262,28 +262,30 @@ def method_checkpoint(method, host_ckpt, seed, cache_dir, repo):
     slug = _slug(method.name or osp.basename(config))
     searched = {}
     if method.search is not None:
-        key = config_key(load_config(config, copy.deepcopy(options)), 0)
-        layout = osp.join(cache_dir, f'{slug}_search_{key}.json')
+        host_cfg = load_config(config, copy.deepcopy(options))
+        layout = osp.join(cache_dir,
+                          f'{slug}_search_{config_key(host_cfg, 0)}.json')
         if not osp.isfile(layout):
             resolved = osp.splitext(layout)[0] + '_config.py'
-            _dump(load_config(config, copy.deepcopy(options)), resolved)
+            _dump(host_cfg, resolved)
             _run_tool_atomic(repo, method.search['tool'],
                              [resolved, '--checkpoint', host_ckpt, '--out',
                               '{out}', *method.search['args']], layout)
         searched = read_search(layout)
         options.update(searched)
-    # the training cache key; the DGSSA checkpoint's path below is a
-    # function of the same options
-    key = config_key(load_config(config, copy.deepcopy(options)), seed)
+    # the training cache key (per seed) and the host's (shared by the
+    # seeds); the DGSSA checkpoint's path below is a function of the same
+    # options
+    base_cfg = load_config(config, copy.deepcopy(options))
+    key = config_key(base_cfg, seed)
     if method.init == 'dgssa_init':
-        # one initialisation per host and config, shared by the seeds
-        host_key = config_key(load_config(config, copy.deepcopy(options)), 0)
-        dgssa = osp.join(cache_dir, f'{slug}_dgssa_{host_key}.pth')
+        dgssa = osp.join(cache_dir,
+                         f'{slug}_dgssa_{config_key(base_cfg, 0)}.pth')
         if not osp.isfile(dgssa):
             # the tools read the resolved config from a file: options hold
             # values (dicts, tuples) that --cfg-options cannot carry
             resolved = osp.splitext(dgssa)[0] + '_config.py'
-            _dump(load_config(config, copy.deepcopy(options)), resolved)
+            _dump(base_cfg, resolved)
             _run_tool_atomic(
                 repo, 'tools/dgssa_init.py',
                 [resolved, '--checkpoint', host_ckpt, '--out', '{out}',
