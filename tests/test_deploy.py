@@ -25,6 +25,7 @@ FAMILIES = {
     'stvit_r_swin_fpn': ('configs/stvit_r_swin_s_coco.py', None),
     'stvit_swin': ('configs/stvit_swin_t_in1k.py', None),
     'stvit_deit': ('configs/stvit_deit_s_in1k.py', None),
+    'stvit_swin3d': ('configs/stvit_swin_t_k400.py', None),
     'integrated_deit': ('configs/integrated_deit_s_in1k.py', None),
     'dgssa_swin': ('configs/dgssa_swin_t_in1k.py', None),
     'hvit_deit_deploy': ('configs/hvit_deploy/deit_s_hmhsa_cffn.py',
@@ -40,6 +41,10 @@ FAMILIES = {
 #: the two input sizes; the second is not square and makes the Swin
 #: families pad their windows
 SHAPES = [(224, 224), (160, 96)]
+#: the video family's two clip sizes ``(T, H, W)``: the second pads the
+#: temporal and spatial windows
+VIDEO = {'stvit_swin3d'}
+VIDEO_SHAPES = [(8, 64, 64), (6, 96, 64)]
 
 
 #: families built for one patch grid (STViT-DeiT's intra/inter pooling,
@@ -58,7 +63,8 @@ def modules_at_sizes(family):
     size for the :data:`FIXED_GRID` families."""
     if family not in FIXED_GRID:
         module = tiny_module(family)
-        return [(module, shape) for shape in SHAPES]
+        return [(module, shape)
+                for shape in (VIDEO_SHAPES if family in VIDEO else SHAPES)]
     return [(tiny_module(family, **{k: shape for k in FIXED_GRID[family]}),
              shape) for shape in FIXED_GRID_SHAPES]
 
@@ -113,6 +119,30 @@ def test_export_tool_check(tmp_path, capsys):
     text = capsys.readouterr().out
     assert 'max abs diff' in text and 'check passed' in text
     assert osp.getsize(out) > 0
+
+
+@pytest.mark.slow
+def test_export_tool_video_recognizer(tmp_path, capsys):
+    """export_onnx.py on a video config (--shape T H W): the recognizer
+    with its head, and PyTorch still right after the export. mmaction2
+    caches its shifted-window mask by size (``lru_cache``); the mask made
+    while tracing is fake, and without ``clear_shape_caches`` the eager
+    reference of ``--check`` fails on it."""
+    from mmaction.models.backbones.swin import compute_mask
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        'export_onnx', osp.join(REPO, 'tools/deployment/export_onnx.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    compute_mask.cache_clear()
+    code = tool.main([
+        osp.join(REPO, 'configs/stvit_swin_t_k400.py'), '--tiny',
+        '--shape', '8', '64', '64', '--out', str(tmp_path / 'v.onnx'),
+        '--check'
+    ])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert 'check passed' in text and 'outputs [(1, 400)]' in text
 
 
 @pytest.mark.slow

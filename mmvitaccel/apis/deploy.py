@@ -3,8 +3,10 @@
 
 :class:`TensorModule` is the part of an OpenMMLab model that is deployed:
 ``model(inputs, mode='tensor')`` for classifiers (backbone, neck, head; no
-teacher, no data preprocessor) and ``model.extract_feat`` for detectors and
-segmentors (backbone plus neck, the features a user's own heads take).
+teacher, no data preprocessor), the same for video recognizers (backbone,
+neck and classification head on one clip), and ``model.extract_feat`` for
+detectors and segmentors (backbone plus neck, the features a user's own
+heads take).
 :func:`export_onnx` writes it with ``torch.onnx.export(..., dynamo=True)``
 (``torch.export`` then onnxscript), :func:`onnx_parity` runs the file in
 onnxruntime (CPU) against PyTorch, :func:`compile_parity` compares
@@ -21,10 +23,14 @@ from .harness import toolbox_of
 
 __all__ = [
     'TensorModule', 'deploy_module', 'python_scalars', 'check_exportable',
-    'export_onnx', 'runtime_callable', 'RUNTIMES',
+    'export_onnx', 'export_program', 'clear_shape_caches',
+    'runtime_callable', 'RUNTIMES',
     'onnx_parity', 'compile_parity', 'max_abs_diff', 'input_dims',
-    'ONNX_TOLERANCE'
+    'ONNX_TOLERANCE', 'EXPORTED_TOOLBOXES'
 ]
+
+#: toolboxes whose models :class:`TensorModule` exports
+EXPORTED_TOOLBOXES = ('mmpretrain', 'mmaction', 'mmdet', 'mmseg')
 
 #: max |ONNX Runtime - PyTorch| accepted by ``--check`` and the tests
 #: (float32; the graphs differ in operator order and fused kernels)
@@ -35,16 +41,17 @@ class TensorModule(nn.Module):
     """One tensor in, a tuple of tensors out: the deployed part of a model.
 
     Args:
-        model (nn.Module): an mmpretrain classifier, or an mmdet detector /
+        model (nn.Module): an mmpretrain classifier, an mmaction2
+            recognizer (backbone, neck, ``cls_head``), or an mmdet detector /
             mmseg segmentor (its ``extract_feat``).
-        toolbox (str): ``'mmpretrain'``, ``'mmdet'`` or ``'mmseg'``.
+        toolbox (str): one of :data:`EXPORTED_TOOLBOXES`.
     """
 
     def __init__(self, model: nn.Module, toolbox: str):
         super().__init__()
-        if toolbox not in ('mmpretrain', 'mmdet', 'mmseg'):
-            raise ValueError(f'export takes classifiers, detectors and '
-                             f'segmentors, got a {toolbox} model '
+        if toolbox not in EXPORTED_TOOLBOXES:
+            raise ValueError(f'export takes the models of '
+                             f'{EXPORTED_TOOLBOXES}, got a {toolbox} model '
                              f'({type(model).__name__})')
         self.model = model
         self.toolbox = toolbox
@@ -53,14 +60,19 @@ class TensorModule(nn.Module):
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """Args:
             x (Tensor): normalised images ``(B, 3, H, W)`` (the data
-                preprocessor's output).
+                preprocessor's output), or clips ``(B, 3, T, H, W)`` for
+                video recognizers (one view each).
 
         Returns:
-            tuple[Tensor]: logits ``(B, num_classes)`` for classifiers, the
-            neck's (or backbone's) feature maps otherwise.
+            tuple[Tensor]: logits ``(B, num_classes)`` for classifiers and
+            recognizers, the neck's (or backbone's) feature maps otherwise.
         """
         if self.toolbox == 'mmpretrain':
             out = self.model(x, mode='tensor')
+        elif self.toolbox == 'mmaction':
+            # upstream's tensor mode stops at the backbone; the head's raw
+            # scores are what a recognizer computes ((B, views=1, ...) in)
+            out, _ = self.model.extract_feat(x[:, None], stage='head')
         else:
             out = self.model.extract_feat(x)
         return tuple(out) if isinstance(out, (list, tuple)) else (out, )
@@ -128,12 +140,35 @@ def check_exportable(model: nn.Module, batch_size: int = 1):
                 f'export at batch 1')
 
 
-def _dynamic_shapes(dynamic: bool):
+def clear_shape_caches():
+    """Empty upstream caches that hold tensors by input shape.
+
+    mmaction2's Video Swin builds its shifted-window mask in
+    ``compute_mask``, an ``lru_cache`` keyed by the map size. A mask made
+    while ``torch.export`` traces is a fake tensor: left in the cache, it is
+    what the next eager call, or the next export, at that size gets.
+    """
+    import sys
+    video_swin = sys.modules.get('mmaction.models.backbones.swin')
+    if video_swin is not None:
+        video_swin.compute_mask.cache_clear()
+
+
+def export_program(module: nn.Module, x: torch.Tensor, **kwargs):
+    """``torch.export.export(module, (x, ), strict=False, **kwargs)``,
+    then :func:`clear_shape_caches` (also on failure)."""
+    try:
+        return torch.export.export(module, (x, ), strict=False, **kwargs)
+    finally:
+        clear_shape_caches()
+
+
+def _dynamic_shapes(dynamic: bool, ndim: int = 4):
     if not dynamic:
         return None
     dim = torch.export.Dim
-    return ({2: dim('height', min=32, max=4096),
-             3: dim('width', min=32, max=4096)}, )
+    return ({ndim - 2: dim('height', min=32, max=4096),
+             ndim - 1: dim('width', min=32, max=4096)}, )
 
 
 def export_onnx(module: nn.Module,
@@ -146,7 +181,8 @@ def export_onnx(module: nn.Module,
 
     Args:
         module (nn.Module): e.g. a :class:`TensorModule`, in eval mode.
-        shape (Sequence[int]): ``(H, W)`` of the example input.
+        shape (Sequence[int]): ``(H, W)`` of the example input
+            (``(T, H, W)`` for video).
         out (str): the ``.onnx`` file to write.
         dynamic (bool): height and width dynamic (the batch stays
             ``batch_size``). Defaults to False.
@@ -159,10 +195,8 @@ def export_onnx(module: nn.Module,
     x = torch.randn(batch_size, 3, *shape)
     with torch.no_grad():
         try:
-            program = torch.export.export(
-                module, (x, ),
-                dynamic_shapes=_dynamic_shapes(dynamic),
-                strict=False)
+            program = export_program(
+                module, x, dynamic_shapes=_dynamic_shapes(dynamic, x.dim()))
         except Exception as e:  # torch's constraint errors have no base
             if not dynamic or 'Constraints violated' not in str(e):
                 raise
@@ -218,7 +252,8 @@ def onnx_parity(module: nn.Module,
     Args:
         module (nn.Module): the exported module.
         onnx_file (str): its ONNX file.
-        shapes (Sequence[Sequence[int]]): ``(H, W)`` sizes to check.
+        shapes (Sequence[Sequence[int]]): ``(H, W)`` (video ``(T, H, W)``)
+            sizes to check.
         batch_size (int): batch of the inputs. Defaults to 1.
         seed (int): seed of the inputs. Defaults to 0.
 
@@ -262,7 +297,8 @@ def compile_parity(module: nn.Module,
 
     Args:
         module (nn.Module): the module, in eval mode.
-        shapes (Sequence[Sequence[int]]): ``(H, W)`` sizes to run.
+        shapes (Sequence[Sequence[int]]): ``(H, W)`` (video ``(T, H, W)``)
+            sizes to run.
         backend (str): ``torch.compile`` backend (``'inductor'`` needs a
             C++ compiler on CPU; ``'aot_eager'`` traces the same graph
             without code generation). Defaults to ``'inductor'``.
@@ -329,7 +365,7 @@ def runtime_callable(module: nn.Module,
         import onnxruntime as ort
         if onnx_file is None:
             raise ValueError("runtime='onnxruntime' needs onnx_file")
-        program = torch.export.export(module, (x, ), strict=False)
+        program = export_program(module, x)
         torch.onnx.export(program, (x, ), dynamo=True,
                           external_data=False).save(onnx_file)
         options = ort.SessionOptions()

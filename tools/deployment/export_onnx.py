@@ -2,7 +2,7 @@
 """Export a config's model to ONNX (torch's Dynamo exporter).
 
 Classifiers are exported whole (``model(inputs, mode='tensor')``: logits),
-detectors and segmentors as backbone plus neck (``extract_feat``: the
+video recognizers with their head (one clip, ``--shape T H W``), detectors and segmentors as backbone plus neck (``extract_feat``: the
 feature maps), without teachers and without the data preprocessor (the
 input is the normalised image). See ``docs/deployment.md``.
 
@@ -24,7 +24,8 @@ sys.path.insert(0, REPO)
 
 from mmvitaccel.apis.deploy import (  # noqa: E402
     ONNX_TOLERANCE, deploy_module, export_onnx, onnx_parity)
-from mmvitaccel.apis.harness import build_model, load_config  # noqa: E402
+from mmvitaccel.apis.harness import (  # noqa: E402
+    build_model, load_config, parse_shape)
 
 
 def parse_args(argv=None):
@@ -33,8 +34,8 @@ def parse_args(argv=None):
     parser.add_argument('config', help='config file (or toolbox::path)')
     parser.add_argument('checkpoint', nargs='?', help='weights (random if '
                         'not given)')
-    parser.add_argument('--shape', type=int, nargs=2, required=True,
-                        metavar=('H', 'W'), help='input height and width')
+    parser.add_argument('--shape', type=int, nargs='+', required=True,
+                        help='input size: H W (images) or T H W (video)')
     parser.add_argument('--out', required=True, help='the .onnx file')
     parser.add_argument('--dynamic', action='store_true',
                         help='dynamic input height and width')
@@ -43,10 +44,9 @@ def parse_args(argv=None):
     parser.add_argument('--check', action='store_true',
                         help='compare onnxruntime (CPU) with PyTorch at the '
                         'export size (and, with --dynamic, at --check-shape)')
-    parser.add_argument('--check-shape', type=int, nargs=2,
-                        metavar=('H', 'W'),
-                        help='second size of --check with --dynamic '
-                        '(default: H + 32, W - 32)')
+    parser.add_argument('--check-shape', type=int, nargs='+',
+                        help='second size of --check with --dynamic, as '
+                        '--shape (default: H + 32, W - 32)')
     parser.add_argument('--tolerance', type=float, default=ONNX_TOLERANCE,
                         help='max |onnxruntime - PyTorch| of --check')
     parser.add_argument('--tiny', action='store_true',
@@ -61,7 +61,7 @@ def main(argv=None):
     cfg = load_config(args.config, args.cfg_options, tiny=args.tiny)
     model = build_model(cfg, args.checkpoint)
     module = deploy_module(model, cfg, args.batch_size)
-    shape = tuple(args.shape)
+    shape = parse_shape(args.shape, module.toolbox)
     export_onnx(module, shape, args.out, dynamic=args.dynamic,
                 batch_size=args.batch_size, opset=args.opset)
     print(f'exported {module.toolbox} model of {args.config} to {args.out} '
@@ -71,8 +71,10 @@ def main(argv=None):
         return 0
     shapes = [shape]
     if args.dynamic:
-        shapes.append(tuple(args.check_shape) if args.check_shape else
-                      (shape[0] + 32, shape[1] - 32))
+        shapes.append(
+            parse_shape(args.check_shape, module.toolbox)
+            if args.check_shape else shape[:-2] + (shape[-2] + 32,
+                                                   shape[-1] - 32))
     worst = 0.
     for r in onnx_parity(module, args.out, shapes, args.batch_size):
         worst = max(worst, r['max_abs_diff'])
