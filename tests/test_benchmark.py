@@ -239,3 +239,36 @@ def test_cli_default_batch_sizes_one_run(tmp_path):
     assert [d['settings']['batch_size'] for d in data] == [1, 3]
     with pytest.raises(ValueError, match='--batch-size'):
         cli.main([cand, '--baseline', base, '--batch-size', '0'])
+
+
+def test_cli_baseline_only_options(tmp_path, monkeypatch):
+    """``--baseline-cfg-options`` changes the baseline only, after
+    ``--cfg-options`` (which both get): a config against itself with one
+    switch off. The result records them."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        'bench_cli', osp.join(REPO, 'tools', 'analysis', 'benchmark.py'))
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    built = []
+
+    def runner(cfg, checkpoint, args):  # records the config, times nothing
+        built.append(cfg)
+        return (lambda batch_size: (lambda: sum(range(1000)), 'x')), \
+            'mmpretrain'
+
+    monkeypatch.setattr(cli, 'make_runner', runner)
+    cand, _ = _tiny_configs(tmp_path)
+    res, = cli.main([
+        cand, '--baseline', cand, '--cfg-options', 'model.head.num_classes=7',
+        'model.backbone.drop_path_rate=0.2', '--baseline-cfg-options',
+        'model.backbone.drop_path_rate=0.0', '--rounds', '1',
+        '--iters-per-round', '1', '--warmup', '0', '--batch-size', '1'
+    ])
+    baseline, candidate = built
+    assert baseline.model.head.num_classes == 7 == \
+        candidate.model.head.num_classes
+    assert candidate.model.backbone.drop_path_rate == 0.2
+    assert baseline.model.backbone.drop_path_rate == 0.0
+    assert res.settings['baseline_cfg_options'] == {
+        'model.backbone.drop_path_rate': 0.0}

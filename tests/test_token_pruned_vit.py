@@ -1,7 +1,11 @@
 """TokenPrunedVisionTransformer: upstream parity, masked vs dropped,
 pad-and-mask batching, threshold gradients, analytical FLOPs, errors."""
+from unittest import mock
+
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mmpretrain.models import VisionTransformer
 
 import mmvitaccel  # noqa: F401
@@ -201,3 +205,72 @@ def test_deit_small_loads_upstream_weights_and_prunes():
         out = ours(torch.randn(1, 3, 224, 224))[0]
     assert out.shape == (1, 384)
     assert ours.token_counts[0, :3].tolist() == [197.] * 3
+
+
+# --- the scoring layer: fused for class-row scorers --------------------------
+
+
+@settings(max_examples=25, deadline=None, database=None, derandomize=True)
+@given(seed=st.integers(0, 2**31 - 1), B=st.integers(1, 3),
+       T=st.integers(2, 20), masked=st.booleans())
+def test_class_row_scoring_equals_the_map_without_it(seed, B, T, masked):
+    """``attn_rows='cls'``: the layer runs in the fused kernel (the explicit
+    map is never built) and its outputs, context and class-token row equal
+    the explicit map's, so AS-ViT's and EViT's scores are unchanged
+    (float64; key masks with some keys pruned)."""
+    from mmpretrain.models.backbones.vision_transformer import \
+        TransformerEncoderLayer
+
+    from mmvitaccel.models.layers import token_pruning_layer as tpl
+    from mmvitaccel.ops import asvit_score, cls_attention_score
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    layer = TransformerEncoderLayer(embed_dims=16, num_heads=2,
+                                    feedforward_channels=32).double().eval()
+    x = torch.randn(B, T, 16, generator=g, dtype=torch.float64) * 2
+    policy = None
+    if masked:
+        policy = torch.rand(B, T, generator=g) < 0.6
+        policy[:, 0] = True  # the class token is never pruned
+    with torch.no_grad():
+        ref = tpl.layer_forward(layer, x, policy, need_attn=True)
+
+        def explicit(*args, **kwargs):
+            raise AssertionError('the class-row path built the map')
+
+        with mock.patch.object(tpl, 'masked_attention', explicit):
+            got = tpl.layer_forward(layer, x, policy, need_attn=True,
+                                    attn_rows='cls')
+    assert got[1].shape == (B, 2, 1, T)
+    torch.testing.assert_close(got[0], ref[0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(got[1], ref[1][:, :, :1], rtol=1e-12,
+                               atol=1e-12)
+    torch.testing.assert_close(got[2], ref[2], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(asvit_score(got[1], got[2]),
+                               asvit_score(ref[1], ref[2]), rtol=1e-12,
+                               atol=1e-12)
+    torch.testing.assert_close(cls_attention_score(got[1]),
+                               cls_attention_score(ref[1]), rtol=1e-12,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize('scorer', ['asvit', 'cls'])
+def test_class_row_scorers_prune_as_with_the_map(scorer):
+    """A whole AS-ViT / EViT forward (dropped tokens, padded batch) keeps
+    the same tokens and gives the same features whether the scoring layers
+    build the map or run fused."""
+    vit = _upstream()
+    ours = _ours(vit, selector='threshold', scorer=scorer,
+                 thresholds=(0.012, 0.016), batch_mode='pad',
+                 out_type='raw')
+    x = _images(4)
+    with torch.no_grad():
+        fused = ours(x)[0]
+        fused_masks = ours.keep_masks
+        ours.fused_scoring = False
+        ref = ours(x)[0]
+    assert all(torch.equal(a, b) for a, b in zip(fused_masks,
+                                                 ours.keep_masks))
+    counts = [int(m.sum()) for m in ours.keep_masks[-1]]
+    assert 0 < min(counts) and max(counts) < 64, counts
+    torch.testing.assert_close(fused, ref, atol=1e-5, rtol=1e-5)

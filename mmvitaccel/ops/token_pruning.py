@@ -159,7 +159,8 @@ def asvit_score(attn, context, num_extra_tokens=1):
     H[h, i]``, ``S_i = sum_h R[h, i] * attn[h, cls, i]``.
 
     Args:
-        attn (Tensor): ``(B, h, T, T)`` softmax attention.
+        attn (Tensor): ``(B, h, T, T)`` softmax attention, or only its
+            class-token row ``(B, h, 1, T)``.
         context (Tensor): ``attn @ v`` ``(B, h, T, d)``.
         num_extra_tokens (int): leading non-patch tokens; the class token
             is index 0.
@@ -178,7 +179,8 @@ def cls_attention_score(attn, num_extra_tokens=1):
     attn[h, cls, i]``.
 
     Args:
-        attn (Tensor): ``(B, h, T, T)`` softmax attention.
+        attn (Tensor): ``(B, h, T, T)`` softmax attention, or only its
+            class-token row ``(B, h, 1, T)``.
         num_extra_tokens (int): leading non-patch tokens.
 
     Returns:
@@ -193,8 +195,8 @@ def random_score(attn, num_extra_tokens=1, generator=None):
     informed scorer must beat.
 
     Args:
-        attn (Tensor): ``(B, h, T, T)`` attention (only its shape, dtype and
-            device are used).
+        attn (Tensor): ``(B, h, T, T)`` attention or its class row ``(B, h,
+            1, T)`` (only the key count, dtype and device are used).
         num_extra_tokens (int): leading non-patch tokens.
         generator (torch.Generator, optional): default: torch's global one
             (seeded per step by ``StepSeedHook`` in training; seed it with

@@ -93,6 +93,12 @@ def parse_args(argv=None):
                         nargs='+',
                         action=DictAction,
                         help='overrides for both configs, key=value pairs')
+    parser.add_argument('--baseline-cfg-options',
+                        nargs='+',
+                        action=DictAction,
+                        help='overrides for the baseline only, after '
+                        '--cfg-options (e.g. the candidate\'s config with one '
+                        'switch turned off)')
     parser.add_argument(
         '--runtime',
         choices=['eager', 'compile', 'onnxruntime'],
@@ -155,10 +161,13 @@ def main(argv=None):
     tmp = tempfile.TemporaryDirectory()  # the onnxruntime exports
     args.work_dir = tmp.name
     factories = {}
-    for name, path, ckpt in (('baseline', args.baseline,
-                              args.baseline_checkpoint),
-                             ('candidate', args.config, args.checkpoint)):
-        cfg = load_config(path, args.cfg_options, args.tiny)
+    baseline_options = {**(args.cfg_options or {}),
+                        **(args.baseline_cfg_options or {})}
+    for name, path, ckpt, options in (
+            ('baseline', args.baseline, args.baseline_checkpoint,
+             baseline_options),
+            ('candidate', args.config, args.checkpoint, args.cfg_options)):
+        cfg = load_config(path, options or None, args.tiny)
         factories[name], toolbox = make_runner(cfg, ckpt, args)
     sync = torch.cuda.synchronize if args.device.startswith('cuda') else None
     unit = 'clips/s' if toolbox == 'mmaction' else 'img/s'
@@ -178,6 +187,7 @@ def main(argv=None):
             progress=True,
             settings=dict(candidate_config=args.config,
                           baseline_config=args.baseline,
+                          baseline_cfg_options=args.baseline_cfg_options,
                           part=args.part,
                           runtime=args.runtime,
                           inputs=inputs,

@@ -155,6 +155,11 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
             from the layer where they were dropped) or ``'raw'``
             (``(B, T', C)`` tokens as they are) or ``'tokens'``
             (:class:`PrunedTokens`, for :class:`TokenRestoreNeck`).
+        fused_scoring (bool): for the scorers that read only the class
+            token's attention row (:attr:`CLS_ROW_SCORERS`), run the
+            scoring layer in the fused attention kernel and compute that
+            row alone (:func:`layer_forward`, ``attn_rows='cls'``; the same
+            scores). False builds the whole map, as TIS must.
         **kwargs: the other arguments of mmpretrain's ``VisionTransformer``.
     """
 
@@ -175,6 +180,7 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
                  batch_mode='pad',
                  prune=True,
                  out_type='cls_token',
+                 fused_scoring=True,
                  **kwargs):
         if isinstance(arch, str):
             arch = DEIT_ARCHS.get(arch.lower(), arch.lower())
@@ -209,6 +215,10 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
         self.batch_mode = batch_mode
         self.prune = prune
         self.tau = tau
+        if not isinstance(fused_scoring, bool):
+            raise ValueError(f'fused_scoring must be True or False, got '
+                             f'{fused_scoring!r}')
+        self.fused_scoring = fused_scoring
         #: score at the pruning locations even when nothing is pruned (set
         #: by a classifier that distils the scores in dense epochs)
         self.always_score = False
@@ -295,16 +305,26 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
 
     # --- layers -----------------------------------------------------------
 
+    #: scorers that read only the class token's attention row, so the
+    #: scoring layer keeps the fused kernel (:func:`layer_forward`,
+    #: ``attn_rows='cls'``); TIS sums whole columns and needs the map
+    CLS_ROW_SCORERS = ('asvit', 'cls', 'random')
+
     def _layer(self, layer, x, policy=None, need_attn=False, mode=None):
-        """:func:`layer_forward` with this model's mask mode."""
-        return layer_forward(layer, x, policy, need_attn,
-                             mode or self.mask_mode, self.training)
+        """:func:`layer_forward` with this model's mask mode, and the
+        attention rows its scorer reads."""
+        return layer_forward(
+            layer, x, policy, need_attn, mode or self.mask_mode,
+            self.training,
+            'cls' if self.fused_scoring and
+            self.scorer in self.CLS_ROW_SCORERS else 'all')
 
     def _score(self, attn, context, policy):
         """Scores of the current patch tokens by ``scorer``.
 
         Args:
-            attn (Tensor): ``(B, h, T, T)`` attention of the layer.
+            attn (Tensor): ``(B, h, T, T)`` attention of the layer, or its
+                class-token row ``(B, h, 1, T)`` (:attr:`CLS_ROW_SCORERS`).
             context (Tensor): ``(B, h, T, d)`` its attention output (AS-ViT
                 weighs the heads by it).
             policy (Tensor | None): ``(B, T)`` the mask the layer ran with.

@@ -19,10 +19,11 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from ...ops import (batch_mean_keep_mask, masked_attention, pad_kept_tokens,
+from ...ops import (attention_logits, batch_mean_keep_mask, check_choice,
+                    masked_attention, masked_softmax, pad_kept_tokens,
                     restore_tokens)
 
-__all__ = ['PrunedTokens', 'PruningState', 'layer_forward']
+__all__ = ['PrunedTokens', 'PruningState', 'layer_forward', 'ATTN_ROWS']
 
 
 class PrunedTokens(NamedTuple):
@@ -51,14 +52,26 @@ class PrunedTokens(NamedTuple):
         return grid.transpose(1, 2).reshape(grid.shape[0], -1, *self.hw)
 
 
+#: what :func:`layer_forward` returns of the attention map
+ATTN_ROWS = ('all', 'cls')
+
+
 def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
-                  training=False):
+                  training=False, attn_rows='all'):
     """One upstream ViT layer, with a policy in its softmax and/or returning
     its attention.
 
     ``x' = x + gamma1(Proj(A V))``, ``A = softmax(Q K^T / sqrt(d))``
     masked by ``policy``; ``out = FFN(ln2(x'), identity=x')``; with
     ``Q, K, V`` from ``attn.qkv(ln1(x))``.
+
+    With ``attn_rows='cls'`` (scorers that read only the class token's row,
+    ``A[:, :, 0]``: AS-ViT's and EViT's; the random floor reads nothing) and
+    a key mask (``mode='logits'``), the layer runs in the fused kernel
+    (``scaled_dot_product_attention``, which returns no map) and the row is
+    computed on its own, ``A_0 = softmax(q_0 K^T / sqrt(d))`` over the same
+    keys: ``O(T d)`` per head instead of the ``(T, T)`` map. SaiT's TIS sums
+    whole columns over every query row, so it needs the map (``'all'``).
 
     Args:
         layer (TransformerEncoderLayer): an upstream layer.
@@ -68,11 +81,14 @@ def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
         need_attn (bool): return the attention and context.
         mode (str): the mask mode, ``'logits'`` or ``'policy'``.
         training (bool): apply the attention dropout.
+        attn_rows (str): ``'all'`` (the map) or ``'cls'`` (its first row
+            only, fused where the mode allows; :data:`ATTN_ROWS`).
 
     Returns:
-        tuple: ``(out (B, T, C), attn (B, h, T, T) | None,
+        tuple: ``(out (B, T, C), attn (B, h, T, T) or (B, h, 1, T) | None,
         context (B, h, T, d) | None)``.
     """
+    check_choice('attn_rows', attn_rows, ATTN_ROWS)
     if policy is None and not need_attn:
         return layer(x), None, None
     mha = layer.attn
@@ -81,7 +97,8 @@ def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
                                         mha.head_dims).permute(
                                             2, 0, 3, 1, 4)
     q, k, v = qkv[0], qkv[1], qkv[2]
-    if need_attn or mode == 'policy':
+    fused_row = need_attn and attn_rows == 'cls' and mode == 'logits'
+    if mode == 'policy' or (need_attn and not fused_row):
         context, attn = masked_attention(q, k, v, mha.head_dims**-0.5,
                                          policy, mode)
         if training and mha.attn_drop > 0:  # as upstream's SDPA
@@ -89,10 +106,13 @@ def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
     else:
         # 'logits' in the fused kernel: a bool key mask gives pruned keys a
         # weight of exactly zero, the value their -65000 logit rounds to
-        keys = (policy > 0)[:, None, None, :]
-        context, attn = F.scaled_dot_product_attention(
+        keys = None if policy is None else (policy > 0)[:, None, None, :]
+        context = F.scaled_dot_product_attention(
             q, k, v, attn_mask=keys,
-            dropout_p=mha.attn_drop if training else 0.), None
+            dropout_p=mha.attn_drop if training else 0.)
+        attn = masked_softmax(
+            attention_logits(q[:, :, :1], k, mha.head_dims**-0.5),
+            keys) if fused_row else None
     out = mha.proj(context.transpose(1, 2).reshape(B, T, C))
     x = x + mha.out_drop(mha.gamma1(mha.proj_drop(out)))
     x = layer.ffn(layer.ln2(x), identity=x)
