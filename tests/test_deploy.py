@@ -236,3 +236,29 @@ def test_benchmark_runtime(runtime, monkeypatch):
     (result, ) = result
     assert result.settings['runtime'] == runtime
     assert len(result.throughput['candidate']) == 2
+
+
+@pytest.mark.slow
+def test_profile_tool_sums_kernel_time_by_operator(capsys):
+    """tools/deployment/profile_onnx.py: onnxruntime's kernel time of the
+    exported backbone, by operator type, shares summing to one; the
+    patch embedding's convolutions and the attention's products are
+    there."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        'profile_onnx', osp.join(REPO, 'tools/deployment/profile_onnx.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    result = tool.main([
+        osp.join(REPO, 'configs/hvit_deploy/pvtv2_b1_hmhsa_cffn.py'),
+        '--shape', '64', '64', '--runs', '2', '--threads', '1',
+        '--cfg-options', 'model.backbone.embed_dims=16',
+        'model.backbone.num_layers=[1,1,1,1]', 'model.head.in_channels=128'
+    ])
+    ops = {op: seconds for op, seconds, _ in result['ops']}
+    assert 'Conv' in ops and ({'MatMul', 'Gemm', 'FusedMatMul'} & set(ops))
+    assert all(seconds > 0 for seconds in ops.values())
+    assert abs(sum(share for _, _, share in result['ops']) - 1) < 1e-9
+    assert result['seconds_per_call'] > 0
+    assert 'kernel time by operator type over 2 calls' in \
+        capsys.readouterr().out

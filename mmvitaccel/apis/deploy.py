@@ -25,7 +25,7 @@ __all__ = [
     'TensorModule', 'deploy_module', 'python_scalars', 'check_exportable',
     'export_onnx', 'export_program', 'clear_shape_caches',
     'runtime_callable', 'RUNTIMES',
-    'onnx_parity', 'compile_parity', 'max_abs_diff', 'input_dims',
+    'onnx_parity', 'onnx_op_profile', 'compile_parity', 'max_abs_diff', 'input_dims',
     'ONNX_TOLERANCE', 'EXPORTED_TOOLBOXES'
 ]
 
@@ -276,6 +276,66 @@ def onnx_parity(module: nn.Module,
                             max_abs_diff=max_abs_diff(ref, got),
                             outputs=[tuple(r.shape) for r in ref]))
     return results
+
+
+def onnx_op_profile(onnx_file: str,
+                    x: torch.Tensor,
+                    runs: int = 3,
+                    threads: Optional[int] = None) -> Dict:
+    """Where onnxruntime spends its time: kernel time by operator type.
+
+    Runs ``onnx_file`` once untimed, then ``runs`` times with onnxruntime's
+    profiler (``SessionOptions.enable_profiling``) and sums the kernel time
+    of each node by its operator type.
+
+    Args:
+        onnx_file (str): the exported graph.
+        x (Tensor): its input.
+        runs (int): profiled calls. Defaults to 3.
+        threads (int, optional): intra-op threads (torch's count by
+            default).
+
+    Returns:
+        dict: ``{'seconds_per_call', 'ops': [(op_type, seconds, share)]}``,
+        the op types by falling kernel time (seconds over all ``runs``).
+    """
+    import json
+    import os
+    import tempfile
+    import time
+
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or torch.get_num_threads()
+    options.inter_op_num_threads = 1
+    with tempfile.TemporaryDirectory() as tmp:
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(tmp, 'profile')
+        session = ort.InferenceSession(onnx_file, options,
+                                       providers=['CPUExecutionProvider'])
+        feed = {session.get_inputs()[0].name: x.cpu().numpy()}
+        session.run(None, feed)
+        start = time.perf_counter()
+        for _ in range(runs):
+            session.run(None, feed)
+        per_call = (time.perf_counter() - start) / runs
+        with open(session.end_profiling()) as f:
+            events = json.load(f)
+    totals = {}
+    for event in events:  # the warm-up call is profiled too: left out below
+        if event.get('cat') == 'Node' and \
+                event['name'].endswith('_kernel_time'):
+            op = event['args']['op_name']
+            totals.setdefault(op, []).append(event['dur'])
+    ops = {}
+    for op, durations in totals.items():
+        # each node runs once per call: drop the first (warm-up) share
+        keep = durations[len(durations) // (runs + 1):]
+        ops[op] = sum(keep) / 1e6
+    whole = sum(ops.values()) or 1.
+    return dict(seconds_per_call=per_call,
+                ops=sorted(((op, t, t / whole) for op, t in ops.items()),
+                           key=lambda r: -r[1]))
 
 
 def capture_scalars():
