@@ -81,12 +81,24 @@ def tiny_module(family, batch_size=1, **options):
 @pytest.mark.parametrize('family', sorted(FAMILIES))
 def test_onnx_export_matches_pytorch(family, tmp_path):
     """Exported at two sizes and run in onnxruntime: the same outputs as
-    PyTorch."""
+    PyTorch. No graph cleans NaN from an attention map (``IsNaN``): key
+    masks reach SDPA in additive form under capture (``ops.sdpa_mask``),
+    since the exporter follows a bool-masked SDPA with an ``IsNaN``/``Where``
+    pass over the whole map."""
     for module, shape in modules_at_sizes(family):
         out = str(tmp_path / f'{family}_{shape[0]}.onnx')
         export_onnx(module, shape, out)
         r, = onnx_parity(module, out, [shape])
         assert r['max_abs_diff'] < ONNX_TOLERANCE, r
+        assert 'IsNaN' not in onnx_op_types(out), family
+
+
+def onnx_op_types(onnx_file):
+    """The operator types of an ONNX file, its local functions' included."""
+    import onnx
+    model = onnx.load(onnx_file, load_external_data=False)
+    return {n.op_type for g in [model.graph, *model.functions]
+            for n in g.node}
 
 
 @pytest.mark.slow
@@ -137,7 +149,7 @@ def test_export_tool_video_recognizer(tmp_path, capsys):
     compute_mask.cache_clear()
     code = tool.main([
         osp.join(REPO, 'configs/stvit_swin_t_k400.py'), '--tiny',
-        '--shape', '8', '64', '64', '--out', str(tmp_path / 'v.onnx'),
+        '--shape', '4', '32', '32', '--out', str(tmp_path / 'v.onnx'),
         '--check'
     ])
     assert code == 0

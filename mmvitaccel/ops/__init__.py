@@ -2,7 +2,7 @@
 from .attention import (additive_mask, attention_logits, attention_probs,
                         mask_logits, MASKED_LOGIT, masked_softmax,
                         relative_position_bias, relative_position_index,
-                        window_mask)
+                        sdpa_mask, window_mask)
 from .checks import check_choice
 from .cffn import (cffn_flops, cffn_params, compact_dims, CompactLinear,
                    ffn_flops, ffn_params, RepLinear, switch_to_deploy)
@@ -65,5 +65,5 @@ __all__ = [
     'neighbourhood_windows', 'pad_to_multiple', 'window_partition',
     'window_reverse', 'check_placement', 'covered_token_windows',
     'covered_tokens_mask', 'REGION_PLACEMENTS', 'valid_extent',
-    'is_capturing'
+    'is_capturing', 'sdpa_mask'
 ]

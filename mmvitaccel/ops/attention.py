@@ -3,6 +3,9 @@
 * :data:`MASKED_LOGIT`, the one logit offset given to a key that a mask
   forbids, and :func:`mask_logits` / :func:`additive_mask` /
   :func:`masked_softmax`, which apply it;
+* :func:`sdpa_mask`, the key mask handed to
+  ``scaled_dot_product_attention``: bool in eager mode, additive under
+  graph capture (the exported graph then has no extra pass over the map);
 * :func:`attention_logits` and :func:`attention_probs`, the attention maps
   ``softmax(q k^T * scale + bias + mask)`` that the probes (DGSSA's
   dynamic-guided init, the token scorers of SaiT and AS-ViT) read and the
@@ -34,8 +37,10 @@ Plain torch: no registry, no OpenMMLab imports.
 """
 import torch
 
+from .tracing import is_capturing
+
 __all__ = [
-    'MASKED_LOGIT', 'additive_mask', 'mask_logits', 'masked_softmax',
+    'MASKED_LOGIT', 'additive_mask', 'sdpa_mask', 'mask_logits', 'masked_softmax',
     'attention_logits', 'attention_probs', 'window_mask',
     'relative_position_index', 'relative_position_bias'
 ]
@@ -61,6 +66,34 @@ def additive_mask(allowed, dtype=torch.float32):
     return torch.zeros(allowed.shape, dtype=dtype,
                        device=allowed.device).masked_fill(~allowed,
                                                           MASKED_LOGIT)
+
+
+def sdpa_mask(valid, dtype):
+    """The ``attn_mask`` of ``scaled_dot_product_attention`` for a bool
+    key mask: ``valid`` itself in eager mode, :func:`additive_mask` of it
+    under graph capture (:func:`~mmvitaccel.ops.is_capturing`).
+
+    Both give the same attention whenever a query has a valid key (a
+    masked key's weight is exactly 0 either way, module notes). They
+    differ in what a deployed runtime runs: ONNX has no masked softmax, so
+    the exporter writes a bool mask as ``Where(valid, 0, lowest)`` added to
+    the logits followed by an ``IsNaN``/``Where`` pass over the whole
+    attention map, while an additive mask is a single ``Add``. On STViT-R's
+    padded windows at 800x1333 that pass took about a tenth of
+    onnxruntime's time (docs/deployment.md).
+
+    Args:
+        valid (Tensor | None): bool, True where a key may be attended, any
+            shape that broadcasts against the logits.
+        dtype (torch.dtype): the logits' dtype.
+
+    Returns:
+        Tensor | None: ``valid`` (eager), its additive form (capture), or
+        None for None.
+    """
+    if valid is None or not is_capturing():
+        return valid
+    return additive_mask(valid, dtype)
 
 
 def mask_logits(logits, mask=None):

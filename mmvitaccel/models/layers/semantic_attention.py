@@ -13,14 +13,15 @@ import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from mmdet.models.backbones.swin import SwinBlock
 
-from ...ops import (additive_mask, is_capturing, window_partition,
-                    window_reverse)
+from ...ops import (additive_mask, is_capturing, sdpa_mask,
+                    window_partition, window_reverse)
 
 
-def _key_mask(key_valid, batch_windows):
+def _key_mask(key_valid, batch_windows, dtype):
     """``(nW|N, Lk)`` bool -> ``(N, 1, 1, Lk)`` for SDPA (True = attend);
     a per-query mask ``(1, Lq, Lk)``, shared by the batch, becomes
-    ``(1, 1, Lq, Lk)``.
+    ``(1, 1, Lq, Lk)``; additive (``dtype``) under graph capture
+    (:func:`~mmvitaccel.ops.sdpa_mask`).
 
     The mask is made contiguous: torch's fused CPU attention kernel falls
     back to the (several times slower) math path for strided masks.
@@ -28,10 +29,10 @@ def _key_mask(key_valid, batch_windows):
     if key_valid is None:
         return None
     if key_valid.dim() == 3:
-        return key_valid.contiguous()[:, None]
+        return sdpa_mask(key_valid.contiguous()[:, None], dtype)
     if key_valid.shape[0] != batch_windows:
         key_valid = key_valid.repeat(batch_windows // key_valid.shape[0], 1)
-    return key_valid.contiguous()[:, None, None, :]
+    return sdpa_mask(key_valid.contiguous()[:, None, None, :], dtype)
 
 
 def project_key_values(tokens, norm, qkv):
@@ -86,8 +87,8 @@ def cross_attention(queries, kv, qkv, num_heads, scale, dropout_p=0.,
     q = q.view(N, Lq, num_heads, C // num_heads).transpose(1, 2)
     k, v = kv.view(N, Lk, 2, num_heads, C // num_heads).permute(2, 0, 3, 1, 4)
     out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=_key_mask(key_valid, N), dropout_p=dropout_p,
-        scale=scale)
+        q, k, v, attn_mask=_key_mask(key_valid, N, q.dtype),
+        dropout_p=dropout_p, scale=scale)
     return out.transpose(1, 2).reshape(N, Lq, C)
 
 

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from ...ops import (attention_logits, batch_mean_keep_mask, check_choice,
                     masked_attention, masked_softmax, pad_kept_tokens,
-                    restore_tokens)
+                    restore_tokens, sdpa_mask)
 
 __all__ = ['PrunedTokens', 'PruningState', 'layer_forward', 'ATTN_ROWS']
 
@@ -108,7 +108,7 @@ def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
         # weight of exactly zero, the value their -65000 logit rounds to
         keys = None if policy is None else (policy > 0)[:, None, None, :]
         context = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=keys,
+            q, k, v, attn_mask=sdpa_mask(keys, q.dtype),
             dropout_p=mha.attn_drop if training else 0.)
         attn = masked_softmax(
             attention_logits(q[:, :, :1], k, mha.head_dims**-0.5),
