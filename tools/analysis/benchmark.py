@@ -33,6 +33,8 @@ REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, REPO)
 
 import mmvitaccel  # noqa: E402,F401  (stack fixes, registry)
+from mmvitaccel.analysis.fixed_boxes import (  # noqa: E402
+    FIXED_WORK_OPTIONS, fix_detector_boxes)
 from mmvitaccel.analysis.timing import (  # noqa: E402
     default_num_threads, interleaved_benchmark)
 from mmvitaccel.apis.deploy import runtime_callable  # noqa: E402
@@ -105,6 +107,18 @@ def parse_args(argv=None):
         default='eager',
         help='where both models run (--part backbone): eager PyTorch, '
         'torch.compile (inductor, fullgraph) or onnxruntime (CPU, exported)')
+    parser.add_argument(
+        '--fixed-boxes',
+        type=int,
+        metavar='N',
+        help='two-stage detectors, --part model: every model gets the same '
+        'N equal proposals and keeps them through its RoI stages, with no '
+        'suppression or score threshold, so that the heads do the same work '
+        '(mmvitaccel.analysis.fixed_boxes)')
+    parser.add_argument('--box-size',
+                        type=int,
+                        default=128,
+                        help='side of the --fixed-boxes boxes in pixels')
     parser.add_argument('--out', help='write the result as JSON here')
     return parser.parse_args(argv)
 
@@ -115,6 +129,11 @@ def make_runner(cfg, checkpoint, args):
     the callable runs one batch."""
     model = build_model(cfg, checkpoint, args.device)
     toolbox = toolbox_of(model, cfg)
+    if args.fixed_boxes:
+        if args.part != 'model' or toolbox != 'mmdet':
+            raise ValueError('--fixed-boxes times the whole detector: use '
+                             '--part model with an mmdet config')
+        fix_detector_boxes(model, args.fixed_boxes, args.box_size)
     shape = parse_shape(args.shape, toolbox)
     if args.part == 'backbone' and getattr(model, 'backbone', None) is None:
         raise ValueError(f'{type(model).__name__} has no backbone')
@@ -161,6 +180,8 @@ def main(argv=None):
     tmp = tempfile.TemporaryDirectory()  # the onnxruntime exports
     args.work_dir = tmp.name
     factories = {}
+    if args.fixed_boxes:
+        args.cfg_options = {**FIXED_WORK_OPTIONS, **(args.cfg_options or {})}
     baseline_options = {**(args.cfg_options or {}),
                         **(args.baseline_cfg_options or {})}
     for name, path, ckpt, options in (
@@ -189,6 +210,8 @@ def main(argv=None):
                           baseline_config=args.baseline,
                           baseline_cfg_options=args.baseline_cfg_options,
                           part=args.part,
+                          fixed_boxes=[args.fixed_boxes, args.box_size]
+                          if args.fixed_boxes else None,
                           runtime=args.runtime,
                           inputs=inputs,
                           batch_size=batch_size,
