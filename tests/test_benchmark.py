@@ -272,3 +272,41 @@ def test_cli_baseline_only_options(tmp_path, monkeypatch):
     assert baseline.model.backbone.drop_path_rate == 0.0
     assert res.settings['baseline_cfg_options'] == {
         'model.backbone.drop_path_rate': 0.0}
+
+
+def test_torch_op_profile_finds_the_products():
+    """Self time by operator: the matrix product dominates a product-heavy
+    call, shares sum to one, counts are per call."""
+    import torch
+
+    from mmvitaccel.analysis.timing import torch_op_profile
+    a = torch.randn(256, 256)
+    result = torch_op_profile(lambda: (a @ a).relu(), runs=3)
+    ops = {op: (seconds, calls) for op, seconds, _, calls in result['ops']}
+    assert ops['aten::mm'][1] == 1 and ops['aten::relu'][1] == 1
+    assert result['ops'][0][0] == 'aten::mm'
+    assert abs(sum(share for _, _, share, _ in result['ops']) - 1) < 1e-9
+    assert 0 < result['op_seconds_per_call']
+    assert result['seconds_per_call'] > 0
+    with pytest.raises(ValueError, match='runs must be'):
+        torch_op_profile(lambda: None, runs=0)
+
+
+def test_profile_tool_eager(capsys):
+    """tools/analysis/profile_ops.py --runtime eager on DeiT-T's backbone
+    at 32x32 and batch 2: its products and layer norms by self time."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        'profile_ops', osp.join(REPO, 'tools', 'analysis', 'profile_ops.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    result = tool.main([
+        osp.join(REPO, 'configs/_base_/deit_s_in1k.py'), '--shape', '32',
+        '32', '--batch-size', '2', '--runs', '2', '--threads', '1',
+        '--cfg-options', 'model.backbone.arch=deit-tiny',
+        'model.backbone.img_size=32'
+    ])
+    ops = {op for op, *_ in result['ops']}
+    assert {'aten::addmm', 'aten::native_layer_norm'} <= ops
+    text = capsys.readouterr().out
+    assert 'input (2, 3, 32, 32)' in text and 'mean of 2 calls' in text

@@ -252,17 +252,18 @@ def test_benchmark_runtime(runtime, monkeypatch):
 
 @pytest.mark.slow
 def test_profile_tool_sums_kernel_time_by_operator(capsys):
-    """tools/deployment/profile_onnx.py: onnxruntime's kernel time of the
-    exported backbone, by operator type, shares summing to one; the
-    patch embedding's convolutions and the attention's products are
-    there."""
+    """tools/analysis/profile_ops.py --runtime onnxruntime: onnxruntime's
+    kernel time of the exported backbone, by operator type, shares summing
+    to one; the patch embedding's convolutions and the attention's
+    products are there."""
     import importlib.util
     spec = importlib.util.spec_from_file_location(
-        'profile_onnx', osp.join(REPO, 'tools/deployment/profile_onnx.py'))
+        'profile_ops', osp.join(REPO, 'tools/analysis/profile_ops.py'))
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     result = tool.main([
         osp.join(REPO, 'configs/hvit_deploy/pvtv2_b1_hmhsa_cffn.py'),
+        '--runtime', 'onnxruntime',
         '--shape', '64', '64', '--runs', '2', '--threads', '1',
         '--cfg-options', 'model.backbone.embed_dims=16',
         'model.backbone.num_layers=[1,1,1,1]', 'model.head.in_channels=128'

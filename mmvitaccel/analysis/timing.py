@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 __all__ = [
     'RatioStats', 'BenchmarkResult', 'interleaved_benchmark',
-    'default_num_threads'
+    'default_num_threads', 'torch_op_profile'
 ]
 
 
@@ -130,6 +130,47 @@ def default_num_threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         return os.cpu_count() or 1
+
+
+def torch_op_profile(fn: Callable[[], Any], runs: int = 10) -> Dict:
+    """Where eager PyTorch spends a call's time: self CPU time by operator.
+
+    Calls ``fn`` once untimed, ``runs`` times timed without a profiler
+    (``seconds_per_call``), then ``runs`` times under
+    ``torch.profiler`` and sums each operator's self time (its own kernel,
+    not its children's). What the operators do not cover of a call,
+    ``1 - op_seconds_per_call / seconds_per_call``, is time outside
+    them: Python, dispatch and the profiler's own cost.
+
+    Args:
+        fn (Callable): one call of the model, e.g. a backbone on a fixed
+            input under ``no_grad``.
+        runs (int): timed and profiled calls. Defaults to 10.
+
+    Returns:
+        dict: ``{'seconds_per_call', 'op_seconds_per_call',
+        'ops': [(op, seconds, share, calls)]}``, the operators by falling
+        self time (seconds and calls per call; shares of the operators'
+        total).
+    """
+    from torch.profiler import ProfilerActivity, profile
+    if runs < 1:
+        raise ValueError(f'runs must be >= 1, got {runs}')
+    fn()
+    start = time.perf_counter()
+    for _ in range(runs):
+        fn()
+    per_call = (time.perf_counter() - start) / runs
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(runs):
+            fn()
+    ops = [(e.key, e.self_cpu_time_total / 1e6 / runs, e.count / runs)
+           for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    whole = sum(t for _, t, _ in ops) or 1.
+    return dict(seconds_per_call=per_call,
+                op_seconds_per_call=whole,
+                ops=sorted(((op, t, t / whole, n) for op, t, n in ops),
+                           key=lambda r: -r[1]))
 
 
 def interleaved_benchmark(fns: Dict[str, Callable[[], Any]],
