@@ -276,16 +276,17 @@ def test_cli_baseline_only_options(tmp_path, monkeypatch):
 
 def test_torch_op_profile_finds_the_products():
     """Self time by operator: the matrix product dominates a product-heavy
-    call, shares sum to one, counts are per call."""
+    call, shares sum to one, calls and multiply-adds are per call."""
     import torch
 
     from mmvitaccel.analysis.timing import torch_op_profile
     a = torch.randn(256, 256)
     result = torch_op_profile(lambda: (a @ a).relu(), runs=3)
-    ops = {op: (seconds, calls) for op, seconds, _, calls in result['ops']}
-    assert ops['aten::mm'][1] == 1 and ops['aten::relu'][1] == 1
+    ops = {op: (calls, macs) for op, _, _, calls, macs in result['ops']}
+    assert ops['aten::mm'] == (1, 256**3)  # multiply-adds per call
+    assert ops['aten::relu'] == (1, 0)
     assert result['ops'][0][0] == 'aten::mm'
-    assert abs(sum(share for _, _, share, _ in result['ops']) - 1) < 1e-9
+    assert abs(sum(share for _, _, share, *_ in result['ops']) - 1) < 1e-9
     assert 0 < result['op_seconds_per_call']
     assert result['seconds_per_call'] > 0
     with pytest.raises(ValueError, match='runs must be'):

@@ -136,11 +136,14 @@ def torch_op_profile(fn: Callable[[], Any], runs: int = 10) -> Dict:
     """Where eager PyTorch spends a call's time: self CPU time by operator.
 
     Calls ``fn`` once untimed, ``runs`` times timed without a profiler
-    (``seconds_per_call``), then ``runs`` times under
-    ``torch.profiler`` and sums each operator's self time (its own kernel,
-    not its children's). What the operators do not cover of a call,
-    ``1 - op_seconds_per_call / seconds_per_call``, is time outside
-    them: Python, dispatch and the profiler's own cost.
+    (``seconds_per_call``), then ``runs`` times under ``torch.profiler``,
+    and sums each operator's self time (its own work, not its children's).
+    What the operators do not cover of a call,
+    ``1 - op_seconds_per_call / seconds_per_call``, is time outside them:
+    Python, dispatch and the profiler's own cost. For the matrix products
+    and convolutions the profiler also counts the work; it is given here
+    in multiply-adds (our FLOP convention, half the profiler's FLOPs), so
+    that ``macs / seconds`` is the throughput each operator reached.
 
     Args:
         fn (Callable): one call of the model, e.g. a backbone on a fixed
@@ -149,9 +152,9 @@ def torch_op_profile(fn: Callable[[], Any], runs: int = 10) -> Dict:
 
     Returns:
         dict: ``{'seconds_per_call', 'op_seconds_per_call',
-        'ops': [(op, seconds, share, calls)]}``, the operators by falling
-        self time (seconds and calls per call; shares of the operators'
-        total).
+        'ops': [(op, seconds, share, calls, macs)]}``, the operators by
+        falling self time; seconds, calls and multiply-adds (0 where not
+        counted) per call, shares of the operators' total.
     """
     from torch.profiler import ProfilerActivity, profile
     if runs < 1:
@@ -161,15 +164,16 @@ def torch_op_profile(fn: Callable[[], Any], runs: int = 10) -> Dict:
     for _ in range(runs):
         fn()
     per_call = (time.perf_counter() - start) / runs
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
         for _ in range(runs):
             fn()
-    ops = [(e.key, e.self_cpu_time_total / 1e6 / runs, e.count / runs)
-           for e in prof.key_averages() if e.self_cpu_time_total > 0]
-    whole = sum(t for _, t, _ in ops) or 1.
+    ops = [(e.key, e.self_cpu_time_total / 1e6 / runs, e.count / runs,
+            (e.flops or 0) / 2 / runs) for e in prof.key_averages()
+           if e.self_cpu_time_total > 0]
+    whole = sum(t for _, t, _, _ in ops) or 1.
     return dict(seconds_per_call=per_call,
                 op_seconds_per_call=whole,
-                ops=sorted(((op, t, t / whole, n) for op, t, n in ops),
+                ops=sorted(((op, t, t / whole, n, m) for op, t, n, m in ops),
                            key=lambda r: -r[1]))
 
 

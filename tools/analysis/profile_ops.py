@@ -93,9 +93,15 @@ def main(argv=None):
                     f'onnxruntime; kernel time by operator type over '
                     f'{args.runs} calls')
     print(f'{args.config} ({args.part}, input {tuple(x.shape)}): {what}:')
-    for op, seconds, share, *calls in result['ops'][:args.top]:
-        count = f'  {calls[0]:7.1f} calls' if calls else ''
-        print(f'  {op:40s} {seconds:8.4f} s  {100 * share:5.1f}%{count}')
+    for op, seconds, share, *counts in result['ops'][:args.top]:
+        extra = ''
+        if counts:  # eager: calls and multiply-adds per call
+            calls, macs = counts
+            extra = f'  {calls:7.1f} calls'
+            if macs:
+                extra += f'  {macs / 1e9:7.3f} GMAC  ' \
+                    f'{macs / seconds / 1e9:6.1f} GMAC/s'
+        print(f'  {op:48s} {seconds:8.4f} s  {100 * share:5.1f}%{extra}')
     return result
 
 
