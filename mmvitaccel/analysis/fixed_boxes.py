@@ -16,8 +16,7 @@ RoIAlign, NMS (over ``num`` boxes times the classes) and the mask pasting
 still run, on the same boxes for every model. With an NMS that suppresses
 nothing (``iou_threshold=1.0``) and no score threshold, the detector keeps
 ``max_per_img`` of them, all of one size, so the mask work is fixed too.
-The two models then differ in the backbone alone, as a user's trained
-detectors would on the same image, up to their own boxes.
+Two detectors so fixed differ in their backbones alone.
 """
 import math
 import types

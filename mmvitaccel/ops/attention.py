@@ -40,8 +40,8 @@ import torch
 from .tracing import is_capturing
 
 __all__ = [
-    'MASKED_LOGIT', 'additive_mask', 'sdpa_mask', 'mask_logits', 'masked_softmax',
-    'attention_logits', 'attention_probs', 'window_mask',
+    'MASKED_LOGIT', 'additive_mask', 'sdpa_mask', 'mask_logits',
+    'masked_softmax', 'attention_logits', 'attention_probs', 'window_mask',
     'relative_position_index', 'relative_position_bias'
 ]
 
