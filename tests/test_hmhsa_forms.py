@@ -1,7 +1,8 @@
-"""hMHSA's two forms (mmvitaccel.ops.hmhsa / hmhsa_fused): the fused form
-(IHH on the keys, CHH as wider queries, no map) is the explicit one (maps,
-then IHH and CHH), values and gradients, with class token, bias, masks; its
-FLOPs are counted as they run; the option is checked."""
+"""hMHSA's forms (mmvitaccel.ops.hmhsa / hmhsa_fused): the fused form (IHH
+on the keys, real heads in SDPA) and the stacked form (IHH on the keys, one
+product and one softmax) are the explicit one (maps, then IHH and CHH),
+values and gradients, with class token, bias, masks; their FLOPs are counted
+as they run; the option is checked."""
 import pytest
 import torch
 import torch.nn as nn
@@ -53,7 +54,7 @@ def _both_forms(case, dtype=torch.double):
     if mask is not None and mask.dtype != torch.bool:
         mask = mask.to(dtype)
     res = []
-    for form in ('explicit', 'fused'):
+    for form in ('explicit', 'fused', 'stacked'):
         out = hallucinated_attention(q, k, v, hal, (Hk, Wk), extra,
                                      bias=bias, mask=mask, form=form)
         weights = torch.randn(out.shape, generator=g.manual_seed(1),
@@ -84,21 +85,23 @@ def cases(draw):
 
 @settings(max_examples=60, deadline=None)
 @given(case=cases())
-def test_fused_form_equals_explicit_form_float64(case):
-    (ref, ref_grads), (out, grads) = _both_forms(case)
-    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
-    for a, b in zip(grads, ref_grads):
-        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-11)
+def test_key_side_forms_equal_explicit_form_float64(case):
+    (ref, ref_grads), *others = _both_forms(case)
+    for out, grads in others:
+        torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+        for a, b in zip(grads, ref_grads):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-11)
 
 
 @settings(max_examples=15, deadline=None)
 @given(case=cases())
-def test_fused_form_equals_explicit_form_float32(case):
+def test_key_side_forms_equal_explicit_form_float32(case):
     """float32: outputs within 1e-5, gradients within 1e-4 (relative)."""
-    (ref, ref_grads), (out, grads) = _both_forms(case, torch.float32)
-    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
-    for a, b in zip(grads, ref_grads):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    (ref, ref_grads), *others = _both_forms(case, torch.float32)
+    for out, grads in others:
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+        for a, b in zip(grads, ref_grads):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
 def test_hallucinated_keys_turn_ihh_on_the_maps_into_a_key_filter():
@@ -120,39 +123,55 @@ def test_fused_form_refuses_a_mask_it_cannot_reproduce():
     q, k, v = torch.randn(1, 1, 5, 4), torch.randn(1, 1, 5, 4), \
         torch.randn(1, 2, 5, 4)
     mask = torch.zeros(1, 1, 5, 5)
-    with pytest.raises(ValueError, match='region mask'):
+    mask[..., -1] = -100.
+    for form in ('fused', 'stacked'):
+        with pytest.raises(ValueError, match='region mask'):
+            hallucinated_attention(q, k, v, hal, (2, 2), 1, mask=mask,
+                                   form=form)
+    # 'auto' runs the explicit form for such a mask
+    torch.testing.assert_close(
+        hallucinated_attention(q, k, v, hal, (2, 2), 1, mask=mask),
         hallucinated_attention(q, k, v, hal, (2, 2), 1, mask=mask,
-                               form='fused')
+                               form='explicit'), rtol=0, atol=0)
     with pytest.raises(ValueError, match=r"form must be one of \('explicit'"):
         hallucinated_attention(q, k, v, hal, (2, 2), 1, form='flash')
 
 
 def test_auto_rule():
-    """Fused when the keys are at least as many as the wide heads' width
-    (DeiT-S); explicit with fewer keys (PVTv2-b1's 49 reduced keys, Swin-T's
-    7x7 windows), as measured on the whole models."""
+    """Fused from 128 keys on (DeiT-S's 197), stacked below (PVTv2-b1's 49
+    reduced keys, Swin-T's 7x7 windows), explicit with a mask (Swin's
+    shifted windows), as measured on the hosts' shapes."""
+    for g in (3, 6):
+        assert resolve_hmhsa_form('auto', 49, 49, g, 32,
+                                  masked=True) == 'explicit'
+    assert resolve_hmhsa_form('stacked', 49, 49, 3, 32,
+                              masked=True) == 'stacked'
     assert resolve_hmhsa_form('auto', 197, 197, 3, 64) == 'fused'
-    assert resolve_hmhsa_form('auto', 784, 49, 1, 64) == 'explicit'
-    assert resolve_hmhsa_form('auto', 49, 49, 4, 64) == 'explicit'
+    assert resolve_hmhsa_form('auto', 784, 49, 1, 64) == 'stacked'
+    assert resolve_hmhsa_form('auto', 49, 49, 4, 64) == 'stacked'
     for g in (3, 6, 12):
-        assert resolve_hmhsa_form('auto', 49, 49, g, 32) == 'explicit'
-    assert resolve_hmhsa_form('fused', 49, 49, 12, 32) == 'fused'
+        assert resolve_hmhsa_form('auto', 49, 49, g, 32) == 'stacked'
+    for form in ('explicit', 'fused', 'stacked'):
+        assert resolve_hmhsa_form(form, 49, 49, 12, 32) == form
 
 
-@pytest.mark.parametrize('form', ['explicit', 'fused', 'auto'])
+@pytest.mark.parametrize('form', ['explicit', 'fused', 'stacked', 'auto'])
+@pytest.mark.parametrize('heads', [2, 4])
 @pytest.mark.parametrize('shift', [False, True])
-def test_counted_flops_follow_the_form_that_runs(form, shift):
-    """The counter sees what runs: Swin's window attention, masked or not."""
-    C, h, w, nW = 48, 4, 5, 2
-    attn = HallucinatedWindowMSA(C, (w, w), h, hmhsa_form=form)
+def test_counted_flops_follow_the_form_that_runs(form, heads, shift):
+    """The counter sees what runs: Swin's window attention, masked or not,
+    one map (g = 1: the fused form folds CHH into the query) or two."""
+    C, w, nW = 48, 5, 2
+    attn = HallucinatedWindowMSA(C, (w, w), heads, hmhsa_form=form)
     x = torch.randn(nW, w * w, C)
     mask = _region_mask(nW, w * w, 2, 'swin', torch.Generator()).float()[
         :, 0] if shift else None
     counted = count_flops(attn, (x, mask)).total
-    assert counted == nW * hmhsa_flops(w * w, C, h, form=form)
-    # the fused form pays g d wide hallucinated scores: more FLOPs
-    assert hmhsa_flops(w * w, C, h, form='fused') > \
-        hmhsa_flops(w * w, C, h, form='explicit')
+    assert counted == nW * hmhsa_flops(w * w, C, heads, form=form,
+                                       masked=shift)
+    # with d = 24 > k^2 the key-side forms pay one more product: more FLOPs
+    assert hmhsa_flops(w * w, C, heads, form='stacked') > \
+        hmhsa_flops(w * w, C, heads, form='explicit')
 
 
 HOSTS = {
@@ -165,18 +184,21 @@ HOSTS = {
 
 
 @pytest.mark.parametrize('host', sorted(HOSTS))
-def test_hosts_give_the_same_output_in_both_forms(host):
+def test_hosts_give_the_same_output_in_every_form(host):
     build, shape = HOSTS[host]
     torch.manual_seed(0)
     ref = build(hmhsa_form='explicit').double()
-    fused = build(hmhsa_form='fused').double()
-    fused.load_state_dict(ref.state_dict())
-    ref.eval()
-    fused.eval()
+    ref.eval()  # (mmpretrain's Swin.train returns None)
     x = torch.randn(*shape, dtype=torch.double)
     with torch.no_grad():
-        for a, b in zip(fused(x), ref(x)):
-            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+        expected = ref(x)
+    for form in ('fused', 'stacked'):
+        other = build(hmhsa_form=form).double()
+        other.load_state_dict(ref.state_dict())
+        other.eval()
+        with torch.no_grad():
+            for a, b in zip(other(x), expected):
+                torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize('host', sorted(HOSTS))
@@ -184,5 +206,5 @@ def test_hosts_refuse_an_unknown_form(host):
     build, _ = HOSTS[host]
     with pytest.raises(ValueError,
                        match=r"hmhsa_form must be one of \('explicit', "
-                       r"'fused', 'auto'\), got 'flash'"):
+                       r"'fused', 'stacked', 'auto'\), got 'flash'"):
         build(hmhsa_form='flash')

@@ -86,6 +86,28 @@ def test_compact_linear_deploy_equals_training_form(channel_dim, shape):
     assert layer.v.fused.weight.shape == (16, layer.rank)
 
 
+@pytest.mark.parametrize('deploy', [False, True])
+def test_compact_linear_on_maps_equals_token_form(deploy):
+    """The maps path (1x1 convs on (B, mC, H W)) computes what the token
+    path computes on the same weights, BN statistics included."""
+    torch.manual_seed(2)
+    tokens = CompactLinear(48, 12, branches=2).double()
+    maps = CompactLinear(48, 12, branches=2, channel_dim=1).double()
+    maps.load_state_dict(tokens.state_dict())
+    x = torch.randn(3, 48, 5, 7, dtype=torch.float64) * 2 + 1
+    ref = tokens(x.movedim(1, -1)).movedim(-1, 1)
+    out = maps(x)  # training mode: batch statistics over B, H and W
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(maps.state_dict(), tokens.state_dict())
+    if deploy:
+        switch_to_deploy(tokens.eval())
+        switch_to_deploy(maps.eval())
+        with torch.no_grad():
+            torch.testing.assert_close(
+                maps(x), tokens(x.movedim(1, -1)).movedim(-1, 1),
+                rtol=1e-12, atol=1e-12)
+
+
 def test_compact_linear_trains_its_branches():
     layer = CompactLinear(32, 8, branches=2)
     layer(torch.randn(4, 6, 32)).square().sum().backward()

@@ -19,7 +19,8 @@ from .hmhsa import (AttentionHallucination, check_even_heads,
                     hallucinated_attention, HMHSA_FORMS, hmhsa_flops,
                     hmhsa_params, IntraHeadHallucination, mhsa_flops,
                     mhsa_params, resolve_hmhsa_form, split_qkv_weights)
-from .hmhsa_fused import fused_hallucinated_attention, hallucinated_keys
+from .hmhsa_fused import (fused_hallucinated_attention, hallucinated_keys,
+                          stacked_hallucinated_attention)
 from .stvit import (adaptive_bins, bin_indices, CENTRE_POOLINGS, check_pooling,
                     IntraInterPooling, pool_centres, POOLING_MODES)
 from .token_pruning import (asvit_score, batch_mean_keep_mask, BATCH_MODES,
@@ -52,6 +53,7 @@ __all__ = [
     'hallucinated_attention', 'hmhsa_flops', 'hmhsa_params',
     'check_hmhsa_form', 'HMHSA_FORMS', 'resolve_hmhsa_form',
     'fused_hallucinated_attention', 'hallucinated_keys',
+    'stacked_hallucinated_attention',
     'IntraHeadHallucination', 'mhsa_flops', 'mhsa_params', 'split_qkv_weights',
     'adaptive_bins', 'bin_indices', 'CENTRE_POOLINGS', 'check_pooling',
     'IntraInterPooling', 'pool_centres', 'POOLING_MODES', 'asvit_score',

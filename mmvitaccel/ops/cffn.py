@@ -122,6 +122,29 @@ class RepLinear(nn.Module):
             out = out + norm(flat @ weight.t())  # BN_i(X W_i)
         return out.reshape(*shape, self.out_features)
 
+    def forward_channels_first(self, x):
+        """The same map on channels-first input, a 1x1 convolution.
+
+        Used on feature maps (PVTv2's MixFFN): no copy into a token layout.
+        BatchNorm1d takes ``(B, C, L)`` as it is, with the statistics over
+        ``B`` and ``L``, those of the token form.
+
+        Args:
+            x (Tensor): ``(B, in_features, L)``.
+
+        Returns:
+            Tensor: ``(B, out_features, L)``, ``W^T x (+ b)`` per position.
+        """
+        B, _, L = x.shape
+        if self.deploy:  # one batched product, the bias added in it
+            return torch.baddbmm(
+                self.fused.bias[:, None].expand(B, self.out_features, L),
+                self.fused.weight.expand(B, *self.fused.weight.shape), x)
+        out = 0
+        for weight, norm in zip(self.weights, self.norms):
+            out = out + norm(torch.bmm(weight.expand(B, *weight.shape), x))
+        return out  # sum_i BN_i(W_i^T x)
+
     @torch.no_grad()
     def fused_weight_bias(self):
         """The folded ``(W, b)``: ``(out, in)`` and ``(out,)``."""
@@ -202,7 +225,10 @@ class CompactLinear(nn.Module):
             Tensor: ``x U V``, ``(..., C)`` or ``(B, C, H, W)``.
         """
         if self.channel_dim == 1:
-            return self.v(self.u(x.movedim(1, -1))).movedim(-1, 1)
+            # (B, mC, H, W) as (B, mC, H W): both factors as 1x1 convs
+            out = self.v.forward_channels_first(
+                self.u.forward_channels_first(x.flatten(2)))
+            return out.unflatten(2, x.shape[2:])
         return self.v(self.u(x))
 
     def switch_to_deploy(self):

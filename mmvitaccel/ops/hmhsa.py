@@ -33,7 +33,8 @@ import torch.nn.functional as F
 
 from .attention import attention_logits, masked_softmax
 from .flops import attention_flops, attention_params
-from .hmhsa_fused import fused_hallucinated_attention
+from .hmhsa_fused import (fused_hallucinated_attention,
+                          stacked_hallucinated_attention)
 
 __all__ = [
     'check_even_heads', 'IntraHeadHallucination', 'CrossHeadHallucination',
@@ -170,7 +171,10 @@ class AttentionHallucination(nn.Module):
 
 
 #: the forms of :func:`hallucinated_attention`
-HMHSA_FORMS = ('explicit', 'fused', 'auto')
+HMHSA_FORMS = ('explicit', 'fused', 'stacked', 'auto')
+
+#: ``'auto'`` runs the fused form from this many keys on, the stacked below
+AUTO_FUSED_MIN_KEYS = 128
 
 
 def check_hmhsa_form(form, option='hmhsa_form'):
@@ -189,17 +193,24 @@ def check_hmhsa_form(form, option='hmhsa_form'):
     return form
 
 
-def resolve_hmhsa_form(form, n_q, n_kv, num_maps, head_dims, batch=1):
+def resolve_hmhsa_form(form, n_q, n_kv, num_maps, head_dims, batch=1,
+                       masked=False):
     """The form that runs: ``form`` itself, or for ``'auto'`` the faster
     one for this shape.
 
-    The rule comes from interleaved measurements of the whole models
-    (``tools/analysis/benchmark.py``, ``docs/hmhsa_cffn_design.md#two-forms``):
-    the fused form gives the ``g`` hallucinated heads ``g`` times wider
-    scores (``g d`` instead of ``d``) but builds no map for IHH and CHH to
-    run over; it won on DeiT-S (``n_kv = 197 >= g d = 192``) and lost where
-    there are fewer keys than that width (PVTv2-b1's 49 reduced keys,
-    Swin's ``7 x 7`` windows).
+    The rule comes from interleaved measurements of the attention alone on
+    the hosts' shapes at batch 1 and 32
+    (``tools/analysis/benchmark_hmhsa_forms.py``,
+    ``docs/hmhsa_cffn_design.md#forms``). Without a mask the two forms with
+    IHH on the keys beat the explicit one on every shape but PVTv2-b1's last
+    stage at batch 1 (by 0.05 ms): the fused form with DeiT-S's 197 keys,
+    where not writing the real maps saves most, the stacked form with 49
+    keys (Swin's ``7 x 7`` windows, PVTv2's reduced keys), where its fewer
+    calls matter more. With a mask (Swin's shifted windows) the key-side
+    forms must gate every key's neighbours tap by tap, and the explicit
+    form was as fast or faster (up to 2x). So ``'auto'`` runs
+    ``'explicit'`` with a mask, else ``'fused'`` from
+    :data:`AUTO_FUSED_MIN_KEYS` keys on and ``'stacked'`` below.
 
     Args:
         form (str): One of :data:`HMHSA_FORMS`.
@@ -208,14 +219,17 @@ def resolve_hmhsa_form(form, n_q, n_kv, num_maps, head_dims, batch=1):
         num_maps (int): ``g = h / 2``.
         head_dims (int): ``d``.
         batch (int): Images (windows) in the call.
+        masked (bool): Whether the call has a mask.
 
     Returns:
-        str: ``'explicit'`` or ``'fused'``.
+        str: ``'explicit'``, ``'fused'`` or ``'stacked'``.
     """
     check_hmhsa_form(form, 'form')
     if form != 'auto':
         return form
-    return 'fused' if n_kv >= num_maps * head_dims else 'explicit'
+    if masked:
+        return 'explicit'
+    return 'fused' if n_kv >= AUTO_FUSED_MIN_KEYS else 'stacked'
 
 
 def hallucinated_attention(q,
@@ -249,12 +263,13 @@ def hallucinated_attention(q,
             scores (e.g. across Swin's shifted regions), and the mask is
             added to all ``h`` maps before the softmax.
         dropout_p (float): Attention dropout (pass 0 in eval mode).
-        form (str): ``'explicit'``: the maps are built (the paper's
-            description); ``'fused'``: the same function without maps, two
-            ``scaled_dot_product_attention`` calls
-            (:mod:`~mmvitaccel.ops.hmhsa_fused`; a mask must then be a
-            region mask, as Swin's); ``'auto'`` (default): per shape, the
-            faster (:func:`resolve_hmhsa_form`).
+        form (str): ``'explicit'``: IHH and CHH on the maps (the
+            paper's description); ``'fused'`` and ``'stacked'``: the same
+            function with IHH on the keys, the real heads in
+            ``scaled_dot_product_attention`` or all maps in one product
+            and one softmax (:mod:`~mmvitaccel.ops.hmhsa_fused`; a mask
+            must then be a region mask, as Swin's); ``'auto'`` (default):
+            per shape, the faster (:func:`resolve_hmhsa_form`).
 
     Returns:
         Tensor: ``softmax([A_r; A_h] + bias + mask) @ V``
@@ -266,11 +281,12 @@ def hallucinated_attention(q,
         raise ValueError(f'Q^ has {q.shape[1]} heads, V {v.shape[1]}; hMHSA '
                          f'needs V with twice the heads of Q^')
     form = resolve_hmhsa_form(form, q.shape[2], k.shape[2], q.shape[1],
-                              q.shape[3], q.shape[0])
-    if form == 'fused':
-        return fused_hallucinated_attention(q, k, v, hallucination, grid,
-                                            num_extra, scale, bias, mask,
-                                            dropout_p)
+                              q.shape[3], q.shape[0], mask is not None)
+    if form != 'explicit':
+        run = fused_hallucinated_attention if form == 'fused' else \
+            stacked_hallucinated_attention
+        return run(q, k, v, hallucination, grid, num_extra, scale, bias, mask,
+                   dropout_p)
     attn = attention_logits(q, k, scale)  # A_r = Q^ K^T / sqrt(d)
     if mask is not None:
         attn_in = attn.masked_fill(
@@ -341,12 +357,12 @@ def mhsa_flops(n, c, n_kv=None):
 
 
 def hmhsa_flops(n, c, h, n_kv=None, num_extra=0, kernel_size=3,
-                form='auto'):
+                form='auto', masked=False):
     """Closed-form FLOPs of hMHSA in the form that runs: the attention of
     :func:`~mmvitaccel.ops.flops.attention_flops` with ``d_qk = C / 2``,
     plus the hallucination.
 
-    Both forms: ``Q^`` ``n C^2 / 2``, ``K^`` ``n_kv C^2 / 2``, ``V``
+    Every form: ``Q^`` ``n C^2 / 2``, ``K^`` ``n_kv C^2 / 2``, ``V``
     ``n_kv C^2``, ``Proj`` ``n C^2``, real scores ``n n_kv C / 2``,
     ``A V`` ``n n_kv C``. Then, with ``g = h / 2`` and ``d = C / h``:
 
@@ -354,14 +370,17 @@ def hmhsa_flops(n, c, h, n_kv=None, num_extra=0, kernel_size=3,
       ``k^2 n (n_kv - num_extra) g`` (the class-token column is a free
       element-wise product), CHH ``n n_kv g^2``; with ``n_kv = n`` and no
       extra token ``3 N C^2 + 3 N^2 C / 2 + 9 N^2 h / 2 + N^2 h^2 / 4``;
-    * ``'fused'`` (:mod:`~mmvitaccel.ops.hmhsa_fused`): IHH on the keys
-      ``k^2 (n_kv - num_extra) g d``, the hallucinated heads' scores of
-      width ``g d``, ``n n_kv g (g d) = n n_kv g C / 2``;
+    * ``'fused'`` and ``'stacked'`` (:mod:`~mmvitaccel.ops.hmhsa_fused`):
+      IHH on the keys ``k^2 (n_kv - num_extra) g d``, the IHH scores
+      ``n n_kv g d``, CHH on those maps ``n n_kv g^2`` (the fused form
+      folds a single CHH factor into the queries when ``g = 1``: no map
+      product);
     * ``'auto'``: the form :func:`resolve_hmhsa_form` picks.
 
-    The fused form has more FLOPs unless ``g (d - 1) < k^2`` (about): it
-    trades ``n n_kv g^2 (d - 1)`` more multiply-adds for never writing a
-    map (``docs/hmhsa_cffn_design.md#two-forms``).
+    The key-side forms have more FLOPs than the explicit one when
+    ``k^2 (n_kv - num_extra) d / n + n_kv d > k^2 (n_kv - num_extra)``
+    per map, about when ``d > k^2``: they trade a product for never
+    filtering a map (``docs/hmhsa_cffn_design.md#forms``).
 
     Args:
         n (int): Query tokens.
@@ -373,18 +392,22 @@ def hmhsa_flops(n, c, h, n_kv=None, num_extra=0, kernel_size=3,
         form (str): One of :data:`HMHSA_FORMS`; ``'auto'`` (default)
             counts the form that :func:`hallucinated_attention` runs by
             default.
+        masked (bool): The call has a mask (``'auto'`` then runs the
+            explicit form).
 
     Returns:
         int: FLOPs of one image.
     """
     n_kv = n if n_kv is None else n_kv
     g = check_even_heads(h)
-    form = resolve_hmhsa_form(form, n, n_kv, g, c // h)
+    form = resolve_hmhsa_form(form, n, n_kv, g, c // h, masked=masked)
     # Q^, K^ of C / 2 channels (C is a multiple of the even h)
     attn = attention_flops(n, c, n_kv, qk_dims=c // 2)
-    if form == 'fused':
-        ihh = kernel_size**2 * (n_kv - num_extra) * (c // 2)
-        return attn + ihh + n * n_kv * g * (c // 2)
+    if form != 'explicit':
+        ihh = kernel_size**2 * (n_kv - num_extra) * (c // 2)  # on K^
+        scores = n * n_kv * (c // 2)  # s Q_j K'_j^T, g maps of width d
+        chh = 0 if form == 'fused' and g == 1 else n * n_kv * g * g
+        return attn + ihh + scores + chh
     ihh = kernel_size**2 * n * (n_kv - num_extra) * g
     chh = n * n_kv * g * g
     return attn + ihh + chh

@@ -1,29 +1,38 @@
-"""hMHSA without explicit maps: the hallucinated heads as ``(q, k)`` pairs.
+"""hMHSA with IHH moved from the maps onto the keys: the fused and the
+stacked forms.
 
 The explicit form (:func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`
 with ``form='explicit'``) builds the ``g = h / 2`` real maps
 ``A_j = s Q_j K_j^T`` (``s`` the logit scale), filters each on its key grid
-(IHH, filter ``w_j``) and mixes them (CHH, ``c_ij``). Both steps are linear
-in the keys, which gives the closed form used here:
+(IHH, filter ``w_j``) and mixes them (CHH, ``c_ij``). IHH is linear in the
+keys:
 
-* IHH: ``IHH_j(A_j) = s Q_j (K'_j)^T`` with ``K'_j = conv_grid(K_j; w_j)``,
+* ``IHH_j(A_j) = s Q_j (K'_j)^T`` with ``K'_j = conv_grid(K_j; w_j)``,
   the same ``k x k`` filter run over the key grid of each channel of
   ``K_j`` with the same zero padding at the grid border; a key that is not
   on the grid (a class token) sees only the centre tap:
   ``K'_j[cls] = w_j[centre] K_j[cls]``;
-* CHH: ``A_h,i = sum_j c_ij s Q_j (K'_j)^T = s Q'_i (K')^T`` with
-  ``Q'_i = [c_i1 Q_1, ..., c_ig Q_g]`` and ``K' = [K'_1, ..., K'_g]``,
-  concatenated over channels: the ``g`` hallucinated heads are ordinary
-  heads of width ``g d = C / 2`` that share one key ``K'``.
+* then ``A_h,i = CHH(IHH(A))_i = sum_j c_ij s Q_j (K'_j)^T``.
 
-The softmax is per head, so the real heads (width ``d``) and the
-hallucinated heads (width ``C / 2``) are two attentions over ``V``'s first
-and second half of heads, each with the same scale ``s`` (linear maps
-commute with it) and the same additive ``bias + mask``. The real heads run in
-the fused ``scaled_dot_product_attention``. So do the hallucinated ones when
-``g = 1``; otherwise CPU SDPA has no fused kernel for ``d_v != d_qk``, and
-``softmax(s Q' K'^T) V`` (the same FLOPs) is faster than its fallback. IHH
-and CHH never build or read a map.
+So IHH never runs over a map: filtering the ``d`` channels of ``N_k`` keys
+costs ``k^2 N_k d`` instead of ``k^2 N_q N_k`` per map, and the IHH scores
+are one more product of the same size as the real scores. Two forms use it;
+both give the explicit form's function:
+
+* **fused** (:func:`fused_hallucinated_attention`): the real heads in
+  torch's fused ``scaled_dot_product_attention`` (no real map is written);
+  the hallucinated heads as ``softmax(CHH(s Q_j K'_j^T) + bias + mask) V``,
+  or also in the fused kernel when ``g = 1`` (CHH is then one factor, put
+  into the query). The softmax is per head, so the two halves are two
+  attentions over ``V``'s first and second half of heads.
+* **stacked** (:func:`stacked_hallucinated_attention`): the real and the IHH
+  scores of map ``j`` in one product ``s Q_j [K_j; K'_j]^T``, CHH on the IHH
+  half, then one softmax over all ``h`` maps and one product with ``V``, as
+  the explicit form does. Fewer calls; every map is written.
+
+(An earlier fused form mixed the maps through the queries,
+``s [c_i1 Q_1 .. c_ig Q_g] [K'_1 .. K'_g]^T``: heads of width ``g d``, ``g``
+times the score FLOPs of mixing the ``g`` IHH maps, and slower.)
 
 **A mask** is zeroed in the *input* of IHH in the explicit form, so score
 ``(i, p)`` of a hallucinated map sums the neighbours ``p + t`` of key ``p``
@@ -37,18 +46,23 @@ differ between the forms, and both get the mask's offset.
 
 FLOPs (multiply-adds, one image, ``n`` queries, ``n_kv`` keys of which
 ``e`` off the grid, filter side ``k``): the explicit form spends
-``k^2 n (n_kv - e) g`` on IHH and ``n n_kv g^2`` on CHH, this form
-``k^2 (n_kv - e) g d`` on IHH and ``n n_kv g (g d)`` on the wider scores of
-the hallucinated heads (:func:`~mmvitaccel.ops.hmhsa.hmhsa_flops`).
+``k^2 n (n_kv - e) g`` on IHH and ``n n_kv g^2`` on CHH; these forms
+``k^2 (n_kv - e) g d`` on IHH, ``n n_kv g d`` on the IHH scores and
+``n n_kv g^2`` on CHH (none in the fused form when ``g = 1``)
+(:func:`~mmvitaccel.ops.hmhsa.hmhsa_flops`).
 
 Plain torch.
 """
 import torch
 import torch.nn.functional as F
 
-from .attention import additive_mask, mask_logits
+from .attention import (additive_mask, attention_logits, mask_logits,
+                        masked_softmax)
 
-__all__ = ['hallucinated_keys', 'fused_hallucinated_attention']
+__all__ = [
+    'hallucinated_keys', 'key_side_mask', 'fused_hallucinated_attention',
+    'stacked_hallucinated_attention'
+]
 
 
 def _grid_neighbours(grid, kernel_size, device):
@@ -75,6 +89,25 @@ def _grid_neighbours(grid, kernel_size, device):
 def _allowed(mask):
     """A mask as bool, True where a key may be attended."""
     return mask if mask.dtype == torch.bool else mask >= 0
+
+
+def key_side_mask(mask, n_kv, num_extra=0):
+    """Whether the key-side forms take ``mask``: shaped as a region mask
+    over the key grid, ``(B or 1, 1, N_k, N_k)`` or ``(N_k, N_k)``, with no
+    key off the grid (module notes). None is always taken.
+
+    Args:
+        mask (Tensor, optional): The attention mask.
+        n_kv (int): Keys.
+        num_extra (int): Leading non-grid keys.
+
+    Returns:
+        bool
+    """
+    if mask is None:
+        return True
+    return not num_extra and mask.shape[-2:] == (n_kv, n_kv) and \
+        (mask.dim() < 4 or mask.shape[1] == 1)
 
 
 def hallucinated_keys(k, ihh, grid, num_extra=0, mask=None):
@@ -109,8 +142,7 @@ def hallucinated_keys(k, ihh, grid, num_extra=0, mask=None):
                        padding=ks // 2, groups=G * d)
         out = out.reshape(B, G, d, Hk * Wk)
     else:
-        if num_extra or mask.shape[-1] != Nk or mask.shape[-2] != Nk or \
-                (mask.dim() == 4 and mask.shape[1] != 1):
+        if not key_side_mask(mask, Nk, num_extra):
             raise ValueError(
                 'the fused hMHSA form takes a mask only as a region mask '
                 f'over the key grid, (B, 1, {Nk}, {Nk}) without extra keys; '
@@ -158,9 +190,9 @@ def _split_heads(attn_mask, g):
 def fused_hallucinated_attention(q, k, v, hallucination, grid, num_extra=0,
                                  scale=None, bias=None, mask=None,
                                  dropout_p=0.0):
-    """hMHSA with IHH and CHH on keys and queries, no map for them (module
-    notes): the real heads in SDPA's fused kernel, the hallucinated heads in
-    it too when ``g = 1``, else as ``softmax(s Q' K'^T) V``.
+    """hMHSA with IHH on the keys and no map for the real heads (module
+    notes): the real heads in SDPA's fused kernel; the hallucinated heads in
+    it too when ``g = 1``, else ``softmax(CHH(s Q_j K'_j^T)) V``.
 
     Args and Returns: as :func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`
     (``mask`` must be a region mask, see the module notes).
@@ -168,25 +200,19 @@ def fused_hallucinated_attention(q, k, v, hallucination, grid, num_extra=0,
     B, G, Nq, d = q.shape
     if scale is None:
         scale = d**-0.5
-    # K'_j = conv_grid(K_j; w_j); K' = [K'_1 .. K'_g] (B, N_k, g d)
     kh = hallucinated_keys(k, hallucination.ihh, grid, num_extra, mask)
-    kh = kh.transpose(1, 2).reshape(B, 1, -1, G * d)
-    if G == 1:
-        kh = kh.expand(B, G, -1, G * d)
-    # s Q'_i = s [c_i1 Q_1 .. c_ig Q_g] (B, g, N_q, g d), the scale folded
-    c = hallucination.chh.conv.weight.view(1, G, G, 1, 1) * scale
-    qh = (c * q[:, None]).permute(0, 1, 3, 2, 4).reshape(B, G, Nq, G * d)
+    c = hallucination.chh.conv.weight.view(G, G)
     m_real, m_hall = _split_heads(_logit_mask(bias, mask, q.dtype), G)
     real = F.scaled_dot_product_attention(
         q, k, v[:, :G], attn_mask=m_real, dropout_p=dropout_p, scale=scale)
-    if G == 1:  # hallucinated head as wide as a real one: fused kernel
+    if G == 1:  # CHH is one factor: folded into the query, fused kernel
         hall = F.scaled_dot_product_attention(
-            qh, kh, v[:, G:], attn_mask=m_hall, dropout_p=dropout_p,
-            scale=1.0)
+            q * (c * scale), kh, v[:, G:], attn_mask=m_hall,
+            dropout_p=dropout_p, scale=1.0)
     else:
-        # the CPU fused kernel needs d_v = d_qk (here g d vs d), and SDPA's
-        # fallback costs more than these three steps (same FLOPs)
-        logits = qh @ kh.transpose(-2, -1)
+        # IHH_j(A_j) = s Q_j K'_j^T, then CHH mixes the g maps (the CPU
+        # fused kernel cannot take the mix)
+        logits = _chh(c, attention_logits(q, kh, scale))
         if m_hall is not None:
             logits = mask_logits(logits, m_hall)
         attn = logits.softmax(dim=-1)
@@ -194,3 +220,43 @@ def fused_hallucinated_attention(q, k, v, hallucination, grid, num_extra=0,
             attn = F.dropout(attn, p=dropout_p)
         hall = attn @ v[:, G:]
     return torch.cat((real, hall), dim=1)
+
+
+def stacked_hallucinated_attention(q, k, v, hallucination, grid,
+                                   num_extra=0, scale=None, bias=None,
+                                   mask=None, dropout_p=0.0):
+    """hMHSA with IHH on the keys and all ``h`` maps in one softmax: the
+    real and the IHH scores of map ``j`` in one product
+    ``s Q_j [K_j; K'_j]^T``, CHH across the IHH halves (module notes).
+
+    Args and Returns: as :func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`
+    (``mask`` must be a region mask, see the module notes).
+    """
+    Nk = k.shape[2]
+    if scale is None:
+        scale = q.shape[-1]**-0.5
+    kh = hallucinated_keys(k, hallucination.ihh, grid, num_extra, mask)
+    # [A_r, IHH(A_r)] (B, g, N_q, 2 N_k)
+    scores = attention_logits(q, torch.cat((k, kh), dim=2), scale)
+    c = hallucination.chh.conv.weight.view(q.shape[1], q.shape[1])
+    # A = [A_r; CHH(IHH(A_r))] (B, h, N_q, N_k)
+    attn = torch.cat((scores[..., :Nk], _chh(c, scores[..., Nk:])), dim=1)
+    if bias is not None:
+        attn = attn + bias
+    attn = masked_softmax(attn, mask)
+    if dropout_p:
+        attn = F.dropout(attn, p=dropout_p)
+    return attn @ v
+
+
+def _chh(weight, maps):
+    """CHH, the 1x1 convolution across maps: ``sum_j c_ij maps_j``.
+
+    Args:
+        weight (Tensor): ``c`` ``(g, g)``.
+        maps (Tensor): ``(B, g, N_q, N_k)``.
+
+    Returns:
+        Tensor: ``(B, g, N_q, N_k)``.
+    """
+    return torch.einsum('ij,bjqk->biqk', weight, maps)

@@ -1,10 +1,11 @@
-"""Interleaved timing of the explicit and the fused hMHSA form per shape.
+"""Interleaved timing of the hMHSA forms per shape.
 
 For each layer shape of the three hosts (DeiT-S, PVTv2-b1, Swin-T at 224²)
-and each batch, the two forms of ``hallucinated_attention`` run on the same
-random ``Q^, K^, V`` in alternation (``--rounds`` rounds), and the median
-time of each and their ratio (explicit / fused, > 1: fused faster) are
-printed. ``resolve_hmhsa_form``'s ``'auto'`` rule is chosen from this table.
+and each batch, the forms of ``hallucinated_attention`` (explicit, fused,
+stacked) run on the same random ``Q^, K^, V`` in alternation (``--rounds``
+rounds), and the median time of each is printed with the form that
+``resolve_hmhsa_form``'s ``'auto'`` rule picks; the rule is chosen from this
+table.
 
 Example::
 
@@ -48,7 +49,8 @@ def inputs(batch, per_image, nq, grid, extra, h, d, mask):
     m = None
     if mask:  # two regions per window, as a shifted window at the border
         region = (torch.arange(nk) >= nk // 2).long()
-        m = torch.where(region[:, None] == region[None], 0., -100.)
+        # allowed/forbidden, as HallucinatedWindowMSA passes Swin's mask
+        m = region[:, None] == region[None]
         m = window_mask(m[None].expand(per_image, -1, -1), B)
     return q, k, v, AttentionHallucination(h), m
 
@@ -58,13 +60,13 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f'threads={torch.get_num_threads()}')
-    print('| layer | batch | N_q | N_k | g d | explicit ms | fused ms | '
-          'explicit/fused | auto |')
-    print('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+    print('| layer | batch | N_q | N_k | g | d | explicit ms | fused ms | '
+          'stacked ms | auto |')
+    print('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
     for batch in args.batch:
         for name, per, nq, grid, extra, h, d, mask in SHAPES:
             q, k, v, hal, m = inputs(batch, per, nq, grid, extra, h, d, mask)
-            times = {'explicit': [], 'fused': []}
+            times = {'explicit': [], 'fused': [], 'stacked': []}
             with torch.no_grad():
                 for _ in range(2):  # warm-up
                     for form in times:
@@ -78,12 +80,12 @@ def main():
                                                    mask=m, form=form)
                         times[form].append(
                             (time.perf_counter() - t0) / args.iters)
-            ex, fu = (statistics.median(times[f]) * 1e3 for f in times)
+            ms = ' | '.join(f'{statistics.median(t) * 1e3:.3f}'
+                            for t in times.values())
             auto = resolve_hmhsa_form('auto', nq, k.shape[2], h // 2, d,
                                       q.shape[0])
-            print(f'| {name} | {batch} | {nq} | {k.shape[2]} | {h // 2 * d} '
-                  f'| {ex:.3f} | {fu:.3f} | {ex / fu:.2f} | {auto} |',
-                  flush=True)
+            print(f'| {name} | {batch} | {nq} | {k.shape[2]} | {h // 2} | '
+                  f'{d} | {ms} | {auto} |', flush=True)
 
 
 if __name__ == '__main__':

@@ -41,8 +41,8 @@ class HViTDeiT(HViTHostMixin, VisionTransformer):
         deploy (bool): Build cFFN folded (to load a converted checkpoint).
         ihh_kernel (int): IHH filter side (3).
         hmhsa_form (str): Form of hMHSA's attention, ``'explicit'``,
-            ``'fused'`` or ``'auto'`` (default: per shape the faster; see
-            ``docs/hmhsa_cffn_design.md#two-forms``). Same function.
+            ``'fused'``, ``'stacked'`` or ``'auto'`` (default: per shape the
+            faster; see ``docs/hmhsa_cffn_design.md#forms``). Same function.
         **kwargs: Other ``VisionTransformer`` arguments (``img_size``,
             ``patch_size``, ``drop_path_rate``, ``out_type``, ``init_cfg``
             ...). ``init_cfg=dict(type='Pretrained', checkpoint=...)`` reads

@@ -60,8 +60,8 @@ class HViTPyramidVisionTransformerV2(HViTHostMixin,
         deploy (bool): Build cFFN folded.
         ihh_kernel (int): IHH filter side.
         hmhsa_form (str): Form of hMHSA's attention, ``'explicit'``,
-            ``'fused'`` or ``'auto'`` (default: per shape the faster; see
-            ``docs/hmhsa_cffn_design.md#two-forms``). Same function.
+            ``'fused'``, ``'stacked'`` or ``'auto'`` (default: per shape the
+            faster; see ``docs/hmhsa_cffn_design.md#forms``). Same function.
         **kwargs: Other arguments of mmdet's ``PyramidVisionTransformer``
             (``num_heads``, ``sr_ratios``, ``out_indices``,
             ``drop_path_rate``, ``init_cfg`` ...).

@@ -85,8 +85,8 @@ class HViTSwinTransformer(HViTHostMixin, SwinTransformer):
         deploy (bool): Build cFFN folded.
         ihh_kernel (int): IHH filter side.
         hmhsa_form (str): Form of hMHSA's attention, ``'explicit'``,
-            ``'fused'`` or ``'auto'`` (default: per shape the faster; see
-            ``docs/hmhsa_cffn_design.md#two-forms``). Same function.
+            ``'fused'``, ``'stacked'`` or ``'auto'`` (default: per shape the
+            faster; see ``docs/hmhsa_cffn_design.md#forms``). Same function.
         **kwargs: Other ``SwinTransformer`` arguments. ``init_cfg=dict(
             type='Pretrained', checkpoint=...)`` reads official, mmdet or
             mmpretrain Swin weights (relative position tables resized to

@@ -18,6 +18,7 @@ and :func:`~mmvitaccel.models.utils.hvit_state_dict` initialises
 """
 import math
 
+import torch
 import torch.nn as nn
 from mmcv.cnn.bricks.drop import build_dropout
 from mmdet.models.backbones.pvt import SpatialReductionAttention
@@ -118,10 +119,10 @@ class HallucinatedMultiheadAttention(HallucinatedAttentionMixin, nn.Module):
         num_extra_tokens (int): Leading tokens that are not on the patch
             grid (1: DeiT's class token).
         kernel_size (int): IHH filter side.
-        hmhsa_form (str): ``'explicit'`` (maps built, then IHH/CHH),
-            ``'fused'`` (no maps: IHH/CHH on keys and queries) or
-            ``'auto'`` (per shape the faster; :func:`~mmvitaccel.ops.
-            hmhsa.hallucinated_attention`). Same function, same weights.
+        hmhsa_form (str): ``'explicit'`` (IHH/CHH on the maps),
+            ``'fused'`` or ``'stacked'`` (IHH on the keys), or ``'auto'``
+            (per shape the faster; :func:`~mmvitaccel.ops.hmhsa.
+            hallucinated_attention`). Same function, same weights.
     """
 
     def __init__(self,
@@ -182,10 +183,10 @@ class HViTEncoderLayer(TransformerEncoderLayer):
         deploy (bool): Build cFFN in the folded (inference) form.
         num_extra_tokens (int): Leading non-grid tokens (class token).
         ihh_kernel (int): IHH filter side.
-        hmhsa_form (str): ``'explicit'`` (maps built, then IHH/CHH),
-            ``'fused'`` (no maps: IHH/CHH on keys and queries) or
-            ``'auto'`` (per shape the faster; :func:`~mmvitaccel.ops.
-            hmhsa.hallucinated_attention`). Same function, same weights.
+        hmhsa_form (str): ``'explicit'`` (IHH/CHH on the maps),
+            ``'fused'`` or ``'stacked'`` (IHH on the keys), or ``'auto'``
+            (per shape the faster; :func:`~mmvitaccel.ops.hmhsa.
+            hallucinated_attention`). Same function, same weights.
         **kwargs: Arguments of mmpretrain's ``TransformerEncoderLayer``.
     """
 
@@ -254,10 +255,10 @@ class HallucinatedSRA(HallucinatedAttentionMixin, SpatialReductionAttention):
         norm_cfg (dict): Norm after ``sr``.
         sr_ratio (int): Spatial reduction ratio.
         kernel_size (int): IHH filter side.
-        hmhsa_form (str): ``'explicit'`` (maps built, then IHH/CHH),
-            ``'fused'`` (no maps: IHH/CHH on keys and queries) or
-            ``'auto'`` (per shape the faster; :func:`~mmvitaccel.ops.
-            hmhsa.hallucinated_attention`). Same function, same weights.
+        hmhsa_form (str): ``'explicit'`` (IHH/CHH on the maps),
+            ``'fused'`` or ``'stacked'`` (IHH on the keys), or ``'auto'``
+            (per shape the faster; :func:`~mmvitaccel.ops.hmhsa.
+            hallucinated_attention`). Same function, same weights.
         init_cfg (dict, optional): Init config.
     """
 
@@ -330,10 +331,10 @@ class HallucinatedWindowMSA(HallucinatedAttentionMixin, WindowMSA):
         attn_drop (float): Attention dropout.
         proj_drop (float): Dropout after ``proj``.
         kernel_size (int): IHH filter side.
-        hmhsa_form (str): ``'explicit'`` (maps built, then IHH/CHH),
-            ``'fused'`` (no maps: IHH/CHH on keys and queries) or
-            ``'auto'`` (per shape the faster; :func:`~mmvitaccel.ops.
-            hmhsa.hallucinated_attention`). Same function, same weights.
+        hmhsa_form (str): ``'explicit'`` (IHH/CHH on the maps),
+            ``'fused'`` or ``'stacked'`` (IHH on the keys), or ``'auto'``
+            (per shape the faster; :func:`~mmvitaccel.ops.hmhsa.
+            hallucinated_attention`). Same function, same weights.
         init_cfg (dict, optional): Init config.
     """
 
@@ -358,7 +359,9 @@ class HallucinatedWindowMSA(HallucinatedAttentionMixin, WindowMSA):
         """
         Args:
             x (Tensor): ``(B * nW, w * w, C)`` window tokens.
-            mask (Tensor, optional): ``(nW, w*w, w*w)``, 0 or negative.
+            mask (Tensor, optional): ``(nW, w*w, w*w)``, bool (True where
+                allowed) or additive (0 where allowed, negative where not,
+                as upstream's shift mask).
 
         Returns:
             Tensor: ``(B * nW, w * w, C)``.
@@ -368,6 +371,12 @@ class HallucinatedWindowMSA(HallucinatedAttentionMixin, WindowMSA):
         bias = relative_position_bias(self.relative_position_bias_table,
                                       self.relative_position_index)
         if mask is not None:
+            # upstream's shift mask forbids with -100: softmax weights of
+            # e^-100, subnormal floats that make the products several times
+            # slower on a CPU; read as allowed/forbidden (the same regions),
+            # a forbidden key gets MASKED_LOGIT and weight exactly 0
+            if mask.dtype != torch.bool:
+                mask = mask >= 0
             # window b * nW + w of the batch uses mask[w]: (B * nW, 1, N, N)
             mask = window_mask(mask, Bw)
         out = self._attend(x, x, (Wh, Ww), 0, self.scale, bias, mask,
