@@ -208,3 +208,28 @@ def test_hosts_refuse_an_unknown_form(host):
                        match=r"hmhsa_form must be one of \('explicit', "
                        r"'fused', 'stacked', 'auto'\), got 'flash'"):
         build(hmhsa_form='flash')
+
+
+def test_inference_stacks_the_projections_and_sees_new_weights():
+    """Without gradients Q^, K^, V come from one product with the stacked
+    weights, kept between calls; an in-place update or a loaded checkpoint
+    must rebuild it."""
+    torch.manual_seed(0)
+    attn = HallucinatedWindowMSA(48, (4, 4), 4).double()
+    attn.eval()
+    x = torch.randn(3, 16, 48, dtype=torch.double)
+
+    def check():
+        ref = attn(x)  # gradients on: three products
+        with torch.no_grad():
+            out = attn(x)
+        assert '_qkv_cache' in attn.__dict__
+        torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+
+    check()
+    with torch.no_grad():
+        attn.k.weight.add_(0.5)  # an optimiser step
+    check()
+    other = HallucinatedWindowMSA(48, (4, 4), 4).double()
+    attn.load_state_dict(other.state_dict())
+    check()

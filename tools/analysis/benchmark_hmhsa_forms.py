@@ -25,8 +25,11 @@ SHAPES = [
     ('DeiT-S', 1, 197, (14, 14), 1, 6, 64, False),
     ('PVTv2-b1 s2', 1, 784, (7, 7), 0, 2, 64, False),
     ('PVTv2-b1 s4', 1, 49, (7, 7), 0, 8, 64, False),
-    ('Swin-T s2', 16, 49, (7, 7), 0, 6, 32, True),
-    ('Swin-T s3', 4, 49, (7, 7), 0, 12, 32, True),
+    # Swin: every other block shifts its windows (masked), stage 4 never
+    ('Swin-T s2', 16, 49, (7, 7), 0, 6, 32, False),
+    ('Swin-T s2, shifted', 16, 49, (7, 7), 0, 6, 32, True),
+    ('Swin-T s3', 4, 49, (7, 7), 0, 12, 32, False),
+    ('Swin-T s3, shifted', 4, 49, (7, 7), 0, 12, 32, True),
     ('Swin-T s4', 1, 49, (7, 7), 0, 24, 32, False),
 ]
 
@@ -83,7 +86,7 @@ def main():
             ms = ' | '.join(f'{statistics.median(t) * 1e3:.3f}'
                             for t in times.values())
             auto = resolve_hmhsa_form('auto', nq, k.shape[2], h // 2, d,
-                                      q.shape[0])
+                                      q.shape[0], m is not None)
             print(f'| {name} | {batch} | {nq} | {k.shape[2]} | {h // 2} | '
                   f'{d} | {ms} | {auto} |', flush=True)
 

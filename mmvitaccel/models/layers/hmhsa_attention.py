@@ -20,6 +20,7 @@ import math
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from mmcv.cnn.bricks.drop import build_dropout
 from mmdet.models.backbones.pvt import SpatialReductionAttention
 from mmdet.models.layers import nchw_to_nlc, nlc_to_nchw
@@ -28,7 +29,7 @@ from mmpretrain.models.backbones.vision_transformer import \
 from mmpretrain.models.utils import LayerScale, WindowMSA
 
 from ...ops import (AttentionHallucination, check_even_heads,
-                    check_hmhsa_form, hallucinated_attention,
+                    check_hmhsa_form, hallucinated_attention, is_capturing,
                     relative_position_bias, window_mask)
 from .cffn import compact_ffn
 
@@ -72,6 +73,38 @@ class HallucinatedAttentionMixin:
         self.v = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
         self.hallucination = AttentionHallucination(num_heads, kernel_size)
 
+    def _project(self, x_q, x_kv):
+        """``Q^, K^, V`` of the tokens: three products, or in inference
+        one product with the three weights stacked when queries and keys
+        are the same tokens (upstream's single ``qkv`` product; the design
+        notes' batch-1 profile).
+
+        The stacked weight is kept between calls and rebuilt when a weight
+        changes (its storage or its in-place version), so loading a
+        checkpoint or an optimiser step is seen. Training (gradients on),
+        the FLOP counter's tracer and graph capture take the three
+        products.
+
+        Returns:
+            tuple[Tensor]: ``(B, N_q, C/2)``, ``(B, N_k, C/2)``,
+            ``(B, N_k, C)``.
+        """
+        if x_q is not x_kv or torch.is_grad_enabled() or \
+                torch.jit.is_tracing() or is_capturing():
+            return self.q(x_q), self.k(x_kv), self.v(x_kv)
+        layers = (self.q, self.k, self.v)
+        tensors = [t for m in layers for t in (m.weight, m.bias)
+                   if t is not None]
+        key = tuple((t.data_ptr(), t._version, t.dtype) for t in tensors)
+        cache = self.__dict__.get('_qkv_cache')
+        if cache is None or cache[0] != key:
+            weight = torch.cat([m.weight for m in layers])
+            bias = None if self.q.bias is None else \
+                torch.cat([m.bias for m in layers])
+            cache = self.__dict__['_qkv_cache'] = (key, weight, bias)
+        out = F.linear(x_q, cache[1], cache[2])
+        return out.split([m.out_features for m in layers], dim=-1)
+
     def _attend(self, x_q, x_kv, grid, num_extra=0, scale=None, bias=None,
                 mask=None, dropout_p=0.0):
         """``softmax([A_r; CHH(IHH(A_r))] + bias + mask) V`` per head.
@@ -94,9 +127,10 @@ class HallucinatedAttentionMixin:
         B, Nq, _ = x_q.shape
         Nk = x_kv.shape[1]
         h, d = self.hmhsa_heads, self.hmhsa_head_dims
-        q = self.q(x_q).reshape(B, Nq, h // 2, d).transpose(1, 2)
-        k = self.k(x_kv).reshape(B, Nk, h // 2, d).transpose(1, 2)
-        v = self.v(x_kv).reshape(B, Nk, h, d).transpose(1, 2)
+        q, k, v = self._project(x_q, x_kv)
+        q = q.reshape(B, Nq, h // 2, d).transpose(1, 2)
+        k = k.reshape(B, Nk, h // 2, d).transpose(1, 2)
+        v = v.reshape(B, Nk, h, d).transpose(1, 2)
         out = hallucinated_attention(q, k, v, self.hallucination, grid,
                                      num_extra, scale, bias, mask, dropout_p,
                                      self.hmhsa_form)
