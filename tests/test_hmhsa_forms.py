@@ -138,21 +138,19 @@ def test_fused_form_refuses_a_mask_it_cannot_reproduce():
 
 
 def test_auto_rule():
-    """Fused from 128 keys on (DeiT-S's 197), stacked below (PVTv2-b1's 49
-    reduced keys, Swin-T's 7x7 windows), explicit with a mask (Swin's
-    shifted windows), as measured on the hosts' shapes."""
-    for g in (3, 6):
+    """Explicit with a mask (Swin's shifted windows), stacked for a single
+    map (PVTv2-b1's stage 2), fused otherwise (DeiT-S, Swin-T, PVTv2-b1's
+    stage 4), as measured on the hosts' shapes."""
+    for g in (1, 3, 6):
         assert resolve_hmhsa_form('auto', 49, 49, g, 32,
                                   masked=True) == 'explicit'
-    assert resolve_hmhsa_form('stacked', 49, 49, 3, 32,
-                              masked=True) == 'stacked'
-    assert resolve_hmhsa_form('auto', 197, 197, 3, 64) == 'fused'
     assert resolve_hmhsa_form('auto', 784, 49, 1, 64) == 'stacked'
-    assert resolve_hmhsa_form('auto', 49, 49, 4, 64) == 'stacked'
+    assert resolve_hmhsa_form('auto', 197, 197, 3, 64) == 'fused'
+    assert resolve_hmhsa_form('auto', 49, 49, 4, 64) == 'fused'
     for g in (3, 6, 12):
-        assert resolve_hmhsa_form('auto', 49, 49, g, 32) == 'stacked'
+        assert resolve_hmhsa_form('auto', 49, 49, g, 32) == 'fused'
     for form in ('explicit', 'fused', 'stacked'):
-        assert resolve_hmhsa_form(form, 49, 49, 12, 32) == form
+        assert resolve_hmhsa_form(form, 49, 49, 12, 32, masked=True) == form
 
 
 @pytest.mark.parametrize('form', ['explicit', 'fused', 'stacked', 'auto'])

@@ -173,9 +173,6 @@ class AttentionHallucination(nn.Module):
 #: the forms of :func:`hallucinated_attention`
 HMHSA_FORMS = ('explicit', 'fused', 'stacked', 'auto')
 
-#: ``'auto'`` runs the fused form from this many keys on, the stacked below
-AUTO_FUSED_MIN_KEYS = 128
-
 
 def check_hmhsa_form(form, option='hmhsa_form'):
     """Raise a clear error unless ``form`` is one of :data:`HMHSA_FORMS`.
@@ -203,14 +200,15 @@ def resolve_hmhsa_form(form, n_q, n_kv, num_maps, head_dims, batch=1,
     (``tools/analysis/benchmark_hmhsa_forms.py``,
     ``docs/hmhsa_cffn_design.md#forms``). Without a mask the two forms with
     IHH on the keys beat the explicit one on every shape but PVTv2-b1's last
-    stage at batch 1 (by 0.05 ms): the fused form with DeiT-S's 197 keys,
-    where not writing the real maps saves most, the stacked form with 49
-    keys (Swin's ``7 x 7`` windows, PVTv2's reduced keys), where its fewer
-    calls matter more. With a mask (Swin's shifted windows) the key-side
-    forms must gate every key's neighbours tap by tap, and the explicit
-    form was as fast or faster (up to 2x). So ``'auto'`` runs
-    ``'explicit'`` with a mask, else ``'fused'`` from
-    :data:`AUTO_FUSED_MIN_KEYS` keys on and ``'stacked'`` below.
+    stage at batch 1 (by 0.05 ms). Between them, the stacked form won where
+    there is a single map (``g = 1``, PVTv2-b1's stage 2: CHH is one factor
+    and one product over the stacked keys beats two fused-kernel calls),
+    the fused form at batch 32 on DeiT-S and Swin-T's stages 2 and 4, with
+    the rest within a few percent. With a mask (Swin's shifted windows) the
+    key-side forms must gate every key's neighbours tap by tap, and the
+    explicit form was as fast or faster (up to 3x). So ``'auto'`` runs
+    ``'explicit'`` with a mask, else ``'stacked'`` for ``g = 1`` and
+    ``'fused'`` otherwise.
 
     Args:
         form (str): One of :data:`HMHSA_FORMS`.
@@ -229,7 +227,7 @@ def resolve_hmhsa_form(form, n_q, n_kv, num_maps, head_dims, batch=1,
         return form
     if masked:
         return 'explicit'
-    return 'fused' if n_kv >= AUTO_FUSED_MIN_KEYS else 'stacked'
+    return 'stacked' if num_maps == 1 else 'fused'
 
 
 def hallucinated_attention(q,
