@@ -40,10 +40,16 @@ def parse_args():
     parser.add_argument('--rounds', type=int, default=20)
     parser.add_argument('--iters', type=int, default=5)
     parser.add_argument('--threads', type=int, default=None)
+    parser.add_argument(
+        '--additive-mask',
+        action='store_true',
+        help="give the shifted windows upstream's additive mask (-100 where "
+        'forbidden) instead of the allowed/forbidden mask that '
+        'HallucinatedWindowMSA passes')
     return parser.parse_args()
 
 
-def inputs(batch, per_image, nq, grid, extra, h, d, mask):
+def inputs(batch, per_image, nq, grid, extra, h, d, mask, additive=False):
     """Random ``Q^, K^, V``, the hallucination and a Swin-like mask."""
     B, g, nk = batch * per_image, h // 2, extra + grid[0] * grid[1]
     q = torch.randn(B, g, nq, d)
@@ -54,6 +60,8 @@ def inputs(batch, per_image, nq, grid, extra, h, d, mask):
         region = (torch.arange(nk) >= nk // 2).long()
         # allowed/forbidden, as HallucinatedWindowMSA passes Swin's mask
         m = region[:, None] == region[None]
+        if additive:
+            m = torch.zeros(m.shape).masked_fill(~m, -100.)
         m = window_mask(m[None].expand(per_image, -1, -1), B)
     return q, k, v, AttentionHallucination(h), m
 
@@ -68,7 +76,8 @@ def main():
     print('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
     for batch in args.batch:
         for name, per, nq, grid, extra, h, d, mask in SHAPES:
-            q, k, v, hal, m = inputs(batch, per, nq, grid, extra, h, d, mask)
+            q, k, v, hal, m = inputs(batch, per, nq, grid, extra, h, d, mask,
+                                     args.additive_mask)
             times = {'explicit': [], 'fused': [], 'stacked': []}
             with torch.no_grad():
                 for _ in range(2):  # warm-up
