@@ -1,10 +1,13 @@
 """Window geometry and padding masks (mmvitaccel.ops.windows)."""
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mmvitaccel.ops import (covered_token_windows, covered_tokens_mask,
                             neighbourhood_mask, neighbourhood_windows,
-                            pad_to_multiple, window_partition, window_reverse)
+                            pad_to_multiple, region_windows_with_tokens,
+                            window_partition, window_reverse)
 
 
 def test_pad_and_partition_roundtrip():
@@ -191,3 +194,31 @@ def test_unknown_placement_refused():
     with pytest.raises(ValueError, match="key_region 'middle'"):
         neighbourhood_mask(torch.ones(7, 7, dtype=torch.bool), 7, 7,
                            'middle')
+
+
+@settings(max_examples=40, deadline=None)
+@given(h=st.integers(1, 30), w=st.integers(1, 30), batch=st.integers(1, 2),
+       window=st.integers(1, 7), extra=st.integers(0, 15),
+       tokens=st.integers(1, 3),
+       placement=st.sampled_from(['centred', 'inside']),
+       seed=st.integers(0, 2**16))
+def test_one_gather_equals_tokens_then_region(h, w, batch, window, extra,
+                                              tokens, placement, seed):
+    """region_windows_with_tokens is covered_token_windows and
+    neighbourhood_windows concatenated per window, bit for bit, padding and
+    clipped regions included."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, h, w, 3, generator=g)
+    xp, valid = pad_to_multiple(x, window)
+    nh, nw = xp.shape[1] // window, xp.shape[2] // window
+    grid = torch.randn(batch, nh * tokens, nw * tokens, 3, generator=g)
+    grid_valid = torch.rand(nh * tokens, nw * tokens, generator=g) > 0.2
+    size = window + extra
+    sem, sem_valid = covered_token_windows(grid, grid_valid, valid, window,
+                                           size, placement)
+    keys, key_valid = neighbourhood_windows(xp, valid, window, size,
+                                            placement)
+    got, got_valid = region_windows_with_tokens(xp, valid, grid, grid_valid,
+                                                window, size, placement)
+    assert torch.equal(got, torch.cat((sem, keys), dim=1))
+    assert torch.equal(got_valid, torch.cat((sem_valid, key_valid), dim=1))

@@ -34,8 +34,8 @@ from .tracing import is_capturing
 from .windows import (check_placement, covered_token_windows,
                       covered_tokens_mask, mask_or_none, neighbourhood_mask,
                       neighbourhood_windows, pad_to_multiple,
-                      REGION_PLACEMENTS, valid_extent, window_partition,
-                      window_reverse)
+                      region_windows_with_tokens, REGION_PLACEMENTS,
+                      valid_extent, window_partition, window_reverse)
 
 __all__ = [
     'additive_mask', 'attention_logits', 'attention_probs', 'mask_logits',
@@ -66,6 +66,7 @@ __all__ = [
     'vit_layer_flops', 'mask_or_none', 'neighbourhood_mask',
     'neighbourhood_windows', 'pad_to_multiple', 'window_partition',
     'window_reverse', 'check_placement', 'covered_token_windows',
+    'region_windows_with_tokens',
     'covered_tokens_mask', 'REGION_PLACEMENTS', 'valid_extent',
     'is_capturing', 'sdpa_mask'
 ]

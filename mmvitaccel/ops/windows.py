@@ -206,19 +206,28 @@ def neighbourhood_mask(valid, window, size, placement='centred'):
     return mask.reshape(-1, H * W)
 
 
-def _gather_regions(x, valid, rows, rows_in, cols, cols_in):
-    """Gather the regions given per axis by coordinates ``(n, m)`` and
-    their in-region flags: keys ``(B * nW, Kh * Kw, C)`` and validity
+def _region_index(valid, rows, rows_in, cols, cols_in):
+    """Flat map positions ``(nW, Kh * Kw)`` of the regions given per axis by
+    coordinates ``(n, m)`` and their in-region flags, and their validity
     ``(nW, Kh * Kw)``."""
-    B, _, W, C = x.shape
-    # one channels-last gather: each region comes out contiguous, ready for
-    # the fused attention kernels. index: (nh, nw, Kh, Kw) into the map
+    W = valid.shape[1]
     index = rows[:, None, :, None] * W + cols[None, :, None, :]
     mask = valid.reshape(-1)[index] & rows_in[:, None, :, None] & \
         cols_in[None, :, None, :]
     nW, K = index.shape[0] * index.shape[1], index.shape[2] * index.shape[3]
-    keys = x.reshape(B, -1, C)[:, index.reshape(-1)].view(B * nW, K, C)
-    return keys, mask.view(nW, K)
+    return index.view(nW, K), mask.view(nW, K)
+
+
+def _gather_regions(x, valid, rows, rows_in, cols, cols_in):
+    """Gather the regions given per axis by coordinates ``(n, m)`` and
+    their in-region flags: keys ``(B * nW, Kh * Kw, C)`` and validity
+    ``(nW, Kh * Kw)``."""
+    B, C = x.shape[0], x.shape[-1]
+    index, mask = _region_index(valid, rows, rows_in, cols, cols_in)
+    # one channels-last gather: each region comes out contiguous, ready for
+    # the fused attention kernels
+    keys = x.reshape(B, -1, C)[:, index.reshape(-1)]
+    return keys.view(B * index.shape[0], index.shape[1], C), mask
 
 
 def neighbourhood_windows(x, valid, window, size, placement='centred'):
@@ -356,3 +365,48 @@ def covered_token_windows(grid, grid_valid, valid, window, size,
         _covered_axis(W, real[1], window, size, placement, valid.device),
         window, size, tokens)
     return _gather_regions(grid, grid_valid, *rows, *cols)
+
+
+def region_windows_with_tokens(x, valid, grid, grid_valid, window, size,
+                               placement='centred'):
+    """:func:`covered_token_windows` then :func:`neighbourhood_windows`,
+    concatenated per window, in one gather.
+
+    The regions overlap, so the gathered keys are larger than the map; one
+    gather from the token grid and the map put end to end writes them once,
+    where gathering both and concatenating would copy them twice.
+
+    Args:
+        x (Tensor): map ``(B, Hp, Wp, C)``.
+        valid (Tensor): its validity ``(Hp, Wp)``.
+        grid (Tensor): per-window token grid ``(B, nh * t, nw * t, C)``.
+        grid_valid (Tensor): ``(nh * t, nw * t)`` bool.
+        window (int): window side on the map.
+        size (int): region side on the map, ``>= window``.
+        placement (str): ``'centred'`` or ``'inside'``.
+
+    Returns:
+        tuple[Tensor, Tensor]: keys ``(B * nW, K_t + K, C)``, the covered
+        tokens first, and their validity ``(nW, K_t + K)``.
+    """
+    _check_region(window, size, placement)
+    B, H, W, C = x.shape
+    tokens = grid.shape[1] * window // H
+    real = valid_extent(valid)
+    t_index, t_mask = _region_index(
+        grid_valid, *_covered_coords(
+            _covered_axis(H, real[0], window, size, placement, x.device),
+            window, size, tokens), *_covered_coords(
+                _covered_axis(W, real[1], window, size, placement, x.device),
+                window, size, tokens))
+    starts = (_region_starts(H, real[0], window, size, placement, x.device),
+              _region_starts(W, real[1], window, size, placement, x.device))
+    m_index, m_mask = _region_index(
+        valid, *_region_axis(H, window, size, x.device, starts[0]),
+        *_region_axis(W, window, size, x.device, starts[1]))
+    n_tokens = grid.shape[1] * grid.shape[2]
+    index = torch.cat((t_index, m_index + n_tokens), dim=1)
+    source = torch.cat((grid.reshape(B, -1, C), x.reshape(B, -1, C)), dim=1)
+    keys = source[:, index.reshape(-1)]
+    return keys.view(B * index.shape[0], index.shape[1], C), \
+        torch.cat((t_mask, m_mask), dim=1)

@@ -22,9 +22,9 @@ from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
 from ...ops import (IntraInterPooling, check_choice, check_placement,
-                    covered_token_windows, covered_tokens_mask, mask_or_none,
-                    neighbourhood_mask, neighbourhood_windows,
-                    pad_to_multiple, pool_centres, window_partition,
+                    covered_tokens_mask, mask_or_none, neighbourhood_mask,
+                    neighbourhood_windows, pad_to_multiple, pool_centres,
+                    region_windows_with_tokens, window_partition,
                     window_reverse)
 from ..utils import check_int, check_int_pair
 
@@ -258,13 +258,12 @@ class SemanticSwinBlockSequence(BaseModule):
         """
         B, H, W, C2 = kv_map.shape
         if min(size, H) * min(size, W) < DENSE_REGION_SHARE * H * W:
-            kv, key_valid = neighbourhood_windows(kv_map, valid, window, size,
-                                                  placement)
-            if semantic is not None:
-                sem_kv, sem_valid = covered_token_windows(
-                    *semantic, valid, window, size, placement)
-                kv = torch.cat((sem_kv, kv), dim=1)
-                key_valid = torch.cat((sem_valid, key_valid), dim=1)
+            if semantic is None:
+                kv, key_valid = neighbourhood_windows(kv_map, valid, window,
+                                                      size, placement)
+            else:  # the covered tokens, then the region: one gather
+                kv, key_valid = region_windows_with_tokens(
+                    kv_map, valid, *semantic, window, size, placement)
             return block(queries, kv, mask_or_none(key_valid), shortcut)
         N, Lq, C = queries.shape
         kv = kv_map.reshape(B, H * W, C2)
