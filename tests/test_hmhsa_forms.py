@@ -231,3 +231,30 @@ def test_inference_stacks_the_projections_and_sees_new_weights():
     other = HallucinatedWindowMSA(48, (4, 4), 4).double()
     attn.load_state_dict(other.state_dict())
     check()
+
+
+def test_window_attention_reads_the_shift_mask_as_regions():
+    """Upstream's -100 shift mask and the allowed/forbidden mask that
+    HallucinatedWindowMSA makes of it give the same output (the -100 weights
+    are ~4e-44 of the row), in every form."""
+    torch.manual_seed(0)
+    C, w, nW = 24, 4, 3
+    attn = HallucinatedWindowMSA(C, (w, w), 4).double()
+    attn.eval()
+    x = torch.randn(2 * nW, w * w, C, dtype=torch.double)
+    allowed = _region_mask(nW, w * w, 2, 'bool', torch.Generator())[:, 0]
+    shift = torch.zeros(allowed.shape, dtype=torch.double).masked_fill(
+        ~allowed, -100.)
+    with torch.no_grad():
+        out = attn(x, shift)
+        q, k, v = (t.reshape(2 * nW, w * w, -1, C // 4).transpose(1, 2)
+                   for t in (attn.q(x), attn.k(x), attn.v(x)))
+        bias = attn.relative_position_bias_table[
+            attn.relative_position_index.view(-1)].view(
+                w * w, w * w, -1).permute(2, 0, 1)
+        ref = hallucinated_attention(q, k, v, attn.hallucination, (w, w),
+                                     scale=attn.scale, bias=bias,
+                                     mask=shift.repeat(2, 1, 1)[:, None],
+                                     form='explicit')
+        ref = attn.proj(ref.transpose(1, 2).reshape(2 * nW, w * w, C))
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)

@@ -29,11 +29,10 @@ Everything here is plain torch; the OpenMMLab layers in
 """
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from .attention import attention_logits, masked_softmax
+from .attention import attention_logits
 from .flops import attention_flops, attention_params
-from .hmhsa_fused import (fused_hallucinated_attention,
+from .hmhsa_fused import (fused_hallucinated_attention, maps_times_values,
                           stacked_hallucinated_attention)
 
 __all__ = [
@@ -294,12 +293,7 @@ def hallucinated_attention(q,
     # A = [A_r; A_h], A_h = CHH(IHH(A_r))
     attn = torch.cat(
         (attn, hallucination.hallucinate(attn_in, grid, num_extra)), dim=1)
-    if bias is not None:
-        attn = attn + bias
-    attn = masked_softmax(attn, mask)
-    if dropout_p:
-        attn = F.dropout(attn, p=dropout_p)
-    return attn @ v
+    return maps_times_values(attn, v, bias, mask, dropout_p)
 
 
 def split_qkv_weights(qkv_weight, qkv_bias=None):

@@ -61,7 +61,7 @@ from .attention import (additive_mask, attention_logits, mask_logits,
 
 __all__ = [
     'hallucinated_keys', 'key_side_mask', 'fused_hallucinated_attention',
-    'stacked_hallucinated_attention'
+    'stacked_hallucinated_attention', 'maps_times_values'
 ]
 
 
@@ -241,6 +241,23 @@ def stacked_hallucinated_attention(q, k, v, hallucination, grid,
     c = hallucination.chh.conv.weight.view(q.shape[1], q.shape[1])
     # A = [A_r; CHH(IHH(A_r))] (B, h, N_q, N_k)
     attn = torch.cat((scores[..., :Nk], _chh(c, scores[..., Nk:])), dim=1)
+    return maps_times_values(attn, v, bias, mask, dropout_p)
+
+
+def maps_times_values(attn, v, bias=None, mask=None, dropout_p=0.0):
+    """``softmax(A + bias + mask) V`` over all ``h`` maps, the last step of
+    the explicit and the stacked forms.
+
+    Args:
+        attn (Tensor): pre-softmax maps ``A`` ``(B, h, N_q, N_k)``.
+        v (Tensor): ``(B, h, N_k, d_v)``.
+        bias (Tensor, optional): broadcastable to ``attn``.
+        mask (Tensor, optional): bool (True where allowed) or additive.
+        dropout_p (float): attention dropout.
+
+    Returns:
+        Tensor: ``(B, h, N_q, d_v)``.
+    """
     if bias is not None:
         attn = attn + bias
     attn = masked_softmax(attn, mask)
