@@ -189,10 +189,9 @@ def check_hmhsa_form(form, option='hmhsa_form'):
     return form
 
 
-def resolve_hmhsa_form(form, n_q, n_kv, num_maps, head_dims, batch=1,
-                       masked=False):
+def resolve_hmhsa_form(form, num_maps, masked=False):
     """The form that runs: ``form`` itself, or for ``'auto'`` the faster
-    one for this shape.
+    one for this layer.
 
     The rule comes from interleaved measurements of the attention alone on
     the hosts' shapes at batch 1 and 32
@@ -211,11 +210,7 @@ def resolve_hmhsa_form(form, n_q, n_kv, num_maps, head_dims, batch=1,
 
     Args:
         form (str): One of :data:`HMHSA_FORMS`.
-        n_q (int): Queries per image (window).
-        n_kv (int): Keys.
         num_maps (int): ``g = h / 2``.
-        head_dims (int): ``d``.
-        batch (int): Images (windows) in the call.
         masked (bool): Whether the call has a mask.
 
     Returns:
@@ -277,8 +272,7 @@ def hallucinated_attention(q,
     if 2 * q.shape[1] != v.shape[1]:
         raise ValueError(f'Q^ has {q.shape[1]} heads, V {v.shape[1]}; hMHSA '
                          f'needs V with twice the heads of Q^')
-    form = resolve_hmhsa_form(form, q.shape[2], k.shape[2], q.shape[1],
-                              q.shape[3], q.shape[0], mask is not None)
+    form = resolve_hmhsa_form(form, q.shape[1], mask is not None)
     if form != 'explicit':
         run = fused_hallucinated_attention if form == 'fused' else \
             stacked_hallucinated_attention
@@ -392,7 +386,7 @@ def hmhsa_flops(n, c, h, n_kv=None, num_extra=0, kernel_size=3,
     """
     n_kv = n if n_kv is None else n_kv
     g = check_even_heads(h)
-    form = resolve_hmhsa_form(form, n, n_kv, g, c // h, masked=masked)
+    form = resolve_hmhsa_form(form, g, masked)
     # Q^, K^ of C / 2 channels (C is a multiple of the even h)
     attn = attention_flops(n, c, n_kv, qk_dims=c // 2)
     if form != 'explicit':

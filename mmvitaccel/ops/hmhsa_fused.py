@@ -144,7 +144,8 @@ def hallucinated_keys(k, ihh, grid, num_extra=0, mask=None):
     else:
         if not key_side_mask(mask, Nk, num_extra):
             raise ValueError(
-                'the fused hMHSA form takes a mask only as a region mask '
+                'the key-side hMHSA forms (fused, stacked) take a mask only '
+                'as a region mask '
                 f'over the key grid, (B, 1, {Nk}, {Nk}) without extra keys; '
                 f'got {tuple(mask.shape)} with num_extra={num_extra} '
                 "(use form='explicit')")

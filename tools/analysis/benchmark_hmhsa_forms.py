@@ -94,8 +94,7 @@ def main():
                             (time.perf_counter() - t0) / args.iters)
             ms = ' | '.join(f'{statistics.median(t) * 1e3:.3f}'
                             for t in times.values())
-            auto = resolve_hmhsa_form('auto', nq, k.shape[2], h // 2, d,
-                                      q.shape[0], m is not None)
+            auto = resolve_hmhsa_form('auto', h // 2, m is not None)
             print(f'| {name} | {batch} | {nq} | {k.shape[2]} | {h // 2} | '
                   f'{d} | {ms} | {auto} |', flush=True)
 
