@@ -32,8 +32,9 @@ def _region_mask(batch, n, regions, kind, generator):
         ~allowed, value)[:, None]
 
 
-def _both_forms(case, dtype=torch.double):
-    """Outputs and gradients (``q, k, v`` and the weights) of both forms."""
+def _inputs(case, dtype=torch.double):
+    """The hallucination module, ``q, k, v`` (requiring grad), bias and
+    mask of a case."""
     g = torch.Generator().manual_seed(case['seed'])
     B, h, d, (Hk, Wk), extra = (case[k] for k in ('batch', 'heads', 'dims',
                                                   'grid', 'extra'))
@@ -53,10 +54,17 @@ def _both_forms(case, dtype=torch.double):
     mask = _region_mask(B, nk, 3, case['mask'], g) if case['mask'] else None
     if mask is not None and mask.dtype != torch.bool:
         mask = mask.to(dtype)
+    return hal, q, k, v, bias, mask, g
+
+
+def _both_forms(case, dtype=torch.double):
+    """Outputs and gradients (``q, k, v`` and the weights) of both forms."""
+    hal, q, k, v, bias, mask, g = _inputs(case, dtype)
     res = []
     for form in ('explicit', 'fused', 'stacked'):
-        out = hallucinated_attention(q, k, v, hal, (Hk, Wk), extra,
-                                     bias=bias, mask=mask, form=form)
+        out = hallucinated_attention(q, k, v, hal, case['grid'],
+                                     case['extra'], bias=bias, mask=mask,
+                                     form=form)
         weights = torch.randn(out.shape, generator=g.manual_seed(1),
                               dtype=dtype)
         grads = torch.autograd.grad((out * weights).sum(),
@@ -102,6 +110,55 @@ def test_key_side_forms_equal_explicit_form_float32(case):
         torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
         for a, b in zip(grads, ref_grads):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=cases())
+def test_key_side_forms_in_inference_at_batch_1_equal_explicit_form(case):
+    """Without gradients at batch 1 IHH runs as one sparse product
+    (``key_filter_operator``): same function as the explicit form."""
+    hal, q, k, v, bias, mask, _ = _inputs(dict(case, batch=1))
+    with torch.no_grad():
+        ref, *outs = (hallucinated_attention(
+            q, k, v, hal, case['grid'], case['extra'], bias=bias, mask=mask,
+            form=form) for form in ('explicit', 'fused', 'stacked'))
+    for out in outs:
+        torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    # the sparse operator ran where there is no mask
+    assert ('_key_operator' in hal.ihh.__dict__) == (mask is None)
+
+
+@settings(max_examples=40, deadline=None)
+@given(grid=st.tuples(st.integers(1, 6), st.integers(1, 6)),
+       extra=st.integers(0, 2), maps=st.integers(1, 4),
+       kernel=st.sampled_from([1, 3, 5]), seed=st.integers(0, 2**16))
+def test_sparse_key_operator_is_the_key_filter(grid, extra, maps, kernel,
+                                               seed):
+    """``M K`` (one sparse product, inference at batch 1) equals the
+    convolution on the key grid (training path), class tokens included,
+    and is rebuilt when the filter changes in place or the grid changes."""
+    g = torch.Generator().manual_seed(seed)
+    hal = AttentionHallucination(2 * maps, kernel).double()
+    with torch.no_grad():
+        hal.ihh.conv.weight.copy_(
+            torch.randn(hal.ihh.conv.weight.shape, generator=g,
+                        dtype=torch.double))
+    k = torch.randn(1, maps, extra + grid[0] * grid[1], 3, generator=g,
+                    dtype=torch.double)
+
+    def check(grid):
+        kk = k[:, :, :extra + grid[0] * grid[1]]
+        ref = hallucinated_keys(kk, hal.ihh, grid, extra)  # conv
+        with torch.no_grad():
+            out = hallucinated_keys(kk, hal.ihh, grid, extra)
+        assert hal.ihh.__dict__['_key_operator'][0][-3] == grid
+        torch.testing.assert_close(out, ref, rtol=1e-13, atol=1e-13)
+
+    check(grid)
+    with torch.no_grad():
+        hal.ihh.conv.weight.mul_(-2.0).add_(0.25)  # an optimiser step
+    check(grid)
+    check((1, grid[1]))
 
 
 def test_hallucinated_keys_turn_ihh_on_the_maps_into_a_key_filter():

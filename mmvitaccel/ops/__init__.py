@@ -20,7 +20,9 @@ from .hmhsa import (AttentionHallucination, check_even_heads,
                     hmhsa_params, IntraHeadHallucination, mhsa_flops,
                     mhsa_params, resolve_hmhsa_form, split_qkv_weights)
 from .hmhsa_fused import (fused_hallucinated_attention, hallucinated_keys,
+                          key_filter_operator,
                           stacked_hallucinated_attention)
+from .inference_cache import eager_inference, weight_cache
 from .stvit import (adaptive_bins, bin_indices, CENTRE_POOLINGS, check_pooling,
                     IntraInterPooling, pool_centres, POOLING_MODES)
 from .token_pruning import (asvit_score, batch_mean_keep_mask, BATCH_MODES,
@@ -53,6 +55,7 @@ __all__ = [
     'hallucinated_attention', 'hmhsa_flops', 'hmhsa_params',
     'check_hmhsa_form', 'HMHSA_FORMS', 'resolve_hmhsa_form',
     'fused_hallucinated_attention', 'hallucinated_keys',
+    'key_filter_operator', 'eager_inference', 'weight_cache',
     'stacked_hallucinated_attention',
     'IntraHeadHallucination', 'mhsa_flops', 'mhsa_params', 'split_qkv_weights',
     'adaptive_bins', 'bin_indices', 'CENTRE_POOLINGS', 'check_pooling',

@@ -32,8 +32,9 @@ import torch.nn as nn
 
 from .attention import attention_logits
 from .flops import attention_flops, attention_params
-from .hmhsa_fused import (fused_hallucinated_attention, maps_times_values,
-                          stacked_hallucinated_attention)
+from .hmhsa_fused import (fused_hallucinated_attention, key_filter_operator,
+                          maps_times_values, stacked_hallucinated_attention)
+from .inference_cache import weight_cache
 
 __all__ = [
     'check_even_heads', 'IntraHeadHallucination', 'CrossHeadHallucination',
@@ -113,6 +114,27 @@ class IntraHeadHallucination(nn.Module):
                                   self.conv.kernel_size[1] // 2]
         extra = attn[..., :num_extra] * centre.view(1, G, 1, 1)
         return torch.cat((extra, maps), dim=-1)
+
+    def key_operator(self, grid, num_extra=0, dtype=None):
+        """The filter on the keys as a sparse matrix
+        (:func:`~mmvitaccel.ops.hmhsa_fused.key_filter_operator`), kept
+        between calls until the weight, the grid or the dtype changes.
+
+        Args:
+            grid (tuple[int, int]): ``(H_k, W_k)``.
+            num_extra (int): Leading non-grid keys.
+            dtype (torch.dtype, optional): Of the keys; the weight's default.
+
+        Returns:
+            Tensor: sparse CSR ``(g N_k, g N_k)``.
+        """
+        weight = self.conv.weight
+        dtype = dtype or weight.dtype
+        return weight_cache(
+            self, '_key_operator', [weight],
+            lambda: key_filter_operator(weight.detach().to(dtype),
+                                        tuple(grid), num_extra),
+            extra=(tuple(grid), num_extra, dtype))
 
 
 class CrossHeadHallucination(nn.Module):

@@ -53,15 +53,19 @@ FLOPs (multiply-adds, one image, ``n`` queries, ``n_kv`` keys of which
 
 Plain torch.
 """
+import warnings
+
 import torch
 import torch.nn.functional as F
 
 from .attention import (additive_mask, attention_logits, mask_logits,
                         masked_softmax)
+from .inference_cache import eager_inference
 
 __all__ = [
-    'hallucinated_keys', 'key_side_mask', 'fused_hallucinated_attention',
-    'stacked_hallucinated_attention', 'maps_times_values'
+    'hallucinated_keys', 'key_side_mask', 'key_filter_operator',
+    'fused_hallucinated_attention', 'stacked_hallucinated_attention',
+    'maps_times_values'
 ]
 
 
@@ -89,6 +93,51 @@ def _grid_neighbours(grid, kernel_size, device):
 def _allowed(mask):
     """A mask as bool, True where a key may be attended."""
     return mask if mask.dtype == torch.bool else mask >= 0
+
+
+def key_filter_operator(weight, grid, num_extra=0):
+    """IHH on the keys as one sparse matrix: ``K' = M K`` for all ``g``
+    maps at once.
+
+    ``M`` is block-diagonal over the maps, ``(g N_k, g N_k)``; row ``p`` of
+    block ``j`` holds ``w_j`` at the grid neighbours of key ``p`` (only the
+    taps inside the grid, which is the zero padding of the convolution) and
+    a non-grid key's row holds the centre tap alone. It does the filter's
+    multiply-adds without the padded taps, in one call (used at batch 1 in
+    eager inference, where the convolution's layout copies and call
+    overhead cost more than its arithmetic).
+
+    Args:
+        weight (Tensor): The ``g`` filters ``(g, 1, k, k)``.
+        grid (tuple[int, int]): ``(H_k, W_k)``.
+        num_extra (int): Leading non-grid keys.
+
+    Returns:
+        Tensor: ``M``, sparse CSR ``(g N_k, g N_k)``, ``weight``'s dtype.
+    """
+    G, ks = weight.shape[0], weight.shape[-1]
+    Hk, Wk = grid
+    Nk = num_extra + Hk * Wk
+    dev = weight.device
+    index, inside = _grid_neighbours(grid, ks, dev)  # (k^2, H W)
+    tap, key = inside.nonzero(as_tuple=True)
+    rows = [key + num_extra]
+    cols = [index[tap, key] + num_extra]
+    taps = [tap]
+    extra = torch.arange(num_extra, device=dev)
+    rows.append(extra)
+    cols.append(extra)
+    taps.append(torch.full_like(extra, ks * ks // 2))
+    rows, cols, taps = (torch.cat(t) for t in (rows, cols, taps))
+    base = (torch.arange(G, device=dev) * Nk).view(G, 1)
+    values = weight.reshape(G, ks * ks)[:, taps]  # (g, nnz)
+    indices = torch.stack(((base + rows).flatten(), (base + cols).flatten()))
+    op = torch.sparse_coo_tensor(indices, values.flatten(),
+                                 (G * Nk, G * Nk),
+                                 check_invariants=True).coalesce()
+    with warnings.catch_warnings():  # torch: "sparse CSR ... beta state"
+        warnings.simplefilter('ignore', UserWarning)
+        return op.to_sparse_csr()
 
 
 def key_side_mask(mask, n_kv, num_extra=0):
@@ -135,6 +184,11 @@ def hallucinated_keys(k, ihh, grid, num_extra=0, mask=None):
     if G != ihh.num_maps or Nk != num_extra + Hk * Wk:
         raise ValueError(f'IHH expects keys (B, {ihh.num_maps}, {num_extra} '
                          f'+ {Hk}*{Wk}, d), got {tuple(k.shape)}')
+    if mask is None and B == 1 and k.device.type == 'cpu' and \
+            eager_inference():
+        # one sparse product at batch 1 (key_filter_operator)
+        op = ihh.key_operator(grid, num_extra, k.dtype)
+        return torch.sparse.mm(op, k[0].reshape(G * Nk, d)).view(1, G, Nk, d)
     # (B, g, H W, d) -> (B, g d, H, W): every channel of map j gets w_j
     keys = k[:, :, num_extra:].transpose(2, 3).reshape(B, G * d, Hk, Wk)
     if mask is None:
@@ -220,7 +274,9 @@ def fused_hallucinated_attention(q, k, v, hallucination, grid, num_extra=0,
         if dropout_p:
             attn = F.dropout(attn, p=dropout_p)
         hall = attn @ v[:, G:]
-    return torch.cat((real, hall), dim=1)
+    # (B, N_q, h, d) in memory: the caller's token layout is then a view
+    return torch.cat((real.transpose(1, 2), hall.transpose(1, 2)),
+                     dim=2).transpose(1, 2)
 
 
 def stacked_hallucinated_attention(q, k, v, hallucination, grid,

@@ -29,8 +29,8 @@ from mmpretrain.models.backbones.vision_transformer import \
 from mmpretrain.models.utils import LayerScale, WindowMSA
 
 from ...ops import (AttentionHallucination, check_even_heads,
-                    check_hmhsa_form, hallucinated_attention, is_capturing,
-                    relative_position_bias, window_mask)
+                    check_hmhsa_form, eager_inference, hallucinated_attention,
+                    relative_position_bias, weight_cache, window_mask)
 from .cffn import compact_ffn
 
 __all__ = [
@@ -89,20 +89,19 @@ class HallucinatedAttentionMixin:
             tuple[Tensor]: ``(B, N_q, C/2)``, ``(B, N_k, C/2)``,
             ``(B, N_k, C)``.
         """
-        if x_q is not x_kv or torch.is_grad_enabled() or \
-                torch.jit.is_tracing() or is_capturing():
+        if x_q is not x_kv or not eager_inference():
             return self.q(x_q), self.k(x_kv), self.v(x_kv)
         layers = (self.q, self.k, self.v)
         tensors = [t for m in layers for t in (m.weight, m.bias)
                    if t is not None]
-        key = tuple((t.data_ptr(), t._version, t.dtype) for t in tensors)
-        cache = self.__dict__.get('_qkv_cache')
-        if cache is None or cache[0] != key:
-            weight = torch.cat([m.weight for m in layers])
+
+        def stack():
             bias = None if self.q.bias is None else \
                 torch.cat([m.bias for m in layers])
-            cache = self.__dict__['_qkv_cache'] = (key, weight, bias)
-        out = F.linear(x_q, cache[1], cache[2])
+            return torch.cat([m.weight for m in layers]), bias
+
+        weight, bias = weight_cache(self, '_qkv_cache', tensors, stack)
+        out = F.linear(x_q, weight, bias)
         return out.split([m.out_features for m in layers], dim=-1)
 
     def _attend(self, x_q, x_kv, grid, num_extra=0, scale=None, bias=None,
