@@ -32,9 +32,10 @@ import torch.nn as nn
 
 from .attention import attention_logits
 from .flops import attention_flops, attention_params
-from .hmhsa_fused import (fused_hallucinated_attention, key_filter_operator,
-                          maps_times_values, stacked_hallucinated_attention)
-from .inference_cache import weight_cache
+from .hmhsa_fused import (cross_head_mix, fused_hallucinated_attention,
+                          key_filter_operator, maps_times_values,
+                          stacked_hallucinated_attention)
+from .inference_cache import eager_inference, weight_cache
 
 __all__ = [
     'check_even_heads', 'IntraHeadHallucination', 'CrossHeadHallucination',
@@ -156,7 +157,8 @@ class CrossHeadHallucination(nn.Module):
         Returns:
             Tensor: ``(B, h/2, N_q, N_k)``, ``CHH(attn)``.
         """
-        return self.conv(attn)
+        return cross_head_mix(self.conv.weight.view(self.conv.out_channels,
+                                                    -1), attn)
 
 
 class AttentionHallucination(nn.Module):
@@ -187,8 +189,29 @@ class AttentionHallucination(nn.Module):
                          dim=1)
 
     def hallucinate(self, attn, grid, num_extra=0):
-        """``A_h = CHH(IHH(attn))`` alone, ``(B, h/2, N_q, N_k)``."""
-        return self.chh(self.ihh(attn, grid, num_extra))
+        """``A_h = CHH(IHH(attn))`` alone, ``(B, h/2, N_q, N_k)``.
+
+        In eager inference on the CPU, IHH runs as one sparse product with
+        the filter operator ``M`` of the key grid
+        (:meth:`IntraHeadHallucination.key_operator`):
+        ``IHH_j(A_j) = A_j M_j^T``, computed as ``M [A_j^T]_j`` on the maps
+        laid out as ``(g N_k, B N_q)``, and CHH as one product on that
+        layout. The map convolution, over ``B N_q`` images of ``H_k x W_k``,
+        is what made the explicit form slow (design notes). Training,
+        tracing and capture run the convolution.
+        """
+        if attn.device.type != 'cpu' or not eager_inference():
+            return self.chh(self.ihh(attn, grid, num_extra))
+        B, G, Nq, Nk = attn.shape
+        if G != self.ihh.num_maps or Nk != num_extra + grid[0] * grid[1]:
+            raise ValueError(
+                f'IHH expects (B, {self.ihh.num_maps}, N_q, {num_extra} + '
+                f'{grid[0]}*{grid[1]}) maps, got {tuple(attn.shape)}')
+        op = self.ihh.key_operator(grid, num_extra, attn.dtype)
+        rows = attn.permute(1, 3, 0, 2).reshape(G * Nk, B * Nq)
+        maps = torch.sparse.mm(op, rows).view(G, -1)  # IHH, [g, N_k B N_q]
+        maps = self.chh.conv.weight.view(G, G).to(attn.dtype) @ maps  # CHH
+        return maps.view(G, Nk, B, Nq).permute(2, 0, 3, 1)
 
 
 #: the forms of :func:`hallucinated_attention`
