@@ -5,7 +5,9 @@ and each batch, the forms of ``hallucinated_attention`` (explicit, fused,
 stacked) run on the same random ``Q^, K^, V`` in alternation (``--rounds``
 rounds), and the median time of each is printed with the form that
 ``resolve_hmhsa_form``'s ``'auto'`` rule picks; the rule is chosen from this
-table.
+table. Forward calls without gradients (inference, where IHH runs as sparse
+products), or with ``--grad`` the training forward (gradients on, IHH as
+convolutions).
 
 Example::
 
@@ -46,6 +48,10 @@ def parse_args():
         help="give the shifted windows upstream's additive mask (-100 where "
         'forbidden) instead of the allowed/forbidden mask that '
         'HallucinatedWindowMSA passes')
+    parser.add_argument(
+        '--grad',
+        action='store_true',
+        help='time the forward with gradients on (the training path)')
     return parser.parse_args()
 
 
@@ -70,7 +76,8 @@ def main():
     args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f'threads={torch.get_num_threads()}')
+    print(f'threads={torch.get_num_threads()}, '
+          f'{"gradients on" if args.grad else "inference"}')
     print('| layer | batch | N_q | N_k | g | d | explicit ms | fused ms | '
           'stacked ms | auto |')
     print('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
@@ -79,7 +86,7 @@ def main():
             q, k, v, hal, m = inputs(batch, per, nq, grid, extra, h, d, mask,
                                      args.additive_mask)
             times = {'explicit': [], 'fused': [], 'stacked': []}
-            with torch.no_grad():
+            with torch.set_grad_enabled(args.grad):
                 for _ in range(2):  # warm-up
                     for form in times:
                         hallucinated_attention(q, k, v, hal, grid, extra,
