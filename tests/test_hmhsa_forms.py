@@ -166,6 +166,22 @@ def test_sparse_key_operator_is_the_key_filter(grid, extra, maps, kernel,
     check((1, grid[1]))
 
 
+def test_sparse_filter_only_in_float_inference():
+    """bfloat16 keys and maps, and anything with gradients on, take the
+    convolutions (torch's sparse products are float32/float64 on the
+    CPU)."""
+    hal = AttentionHallucination(4).to(torch.bfloat16)
+    k = torch.randn(1, 2, 10, 4, dtype=torch.bfloat16)
+    maps = torch.randn(2, 2, 5, 10, dtype=torch.bfloat16)
+    with torch.no_grad():
+        hallucinated_keys(k, hal.ihh, (3, 3), 1)
+        hal.hallucinate(maps, (3, 3), 1)
+    assert '_key_operator' not in hal.ihh.__dict__
+    hal.float()
+    hal.hallucinate(maps.float(), (3, 3), 1)  # gradients on
+    assert '_key_operator' not in hal.ihh.__dict__
+
+
 def test_hallucinated_keys_turn_ihh_on_the_maps_into_a_key_filter():
     """``Q K'^T == IHH(Q K^T)`` row by row, class token: centre tap only."""
     torch.manual_seed(0)

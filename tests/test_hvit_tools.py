@@ -212,3 +212,27 @@ def test_pvtv2_host_in_mmseg_upernet(tmp_path, tiny_data_dir):
     assert all(torch.isfinite(torch.as_tensor(float(v)))
                for v in losses.values())
     assert 'mIoU' in metrics
+
+
+@pytest.mark.parametrize('grad', [False, True])
+def test_forms_benchmark_times_every_shape_in_both_paths(grad, capsys,
+                                                         monkeypatch):
+    """tools/analysis/benchmark_hmhsa_forms.py: a row per layer shape with
+    three positive times and the form 'auto' picks, in inference and with
+    gradients on (--grad)."""
+    tool = _tool('benchmark_hmhsa_forms',
+                 'tools/analysis/benchmark_hmhsa_forms.py')
+    argv = ['x', '--batch', '1', '--rounds', '1', '--iters', '1']
+    monkeypatch.setattr(sys, 'argv', argv + (['--grad'] if grad else []))
+    tool.main()
+    out = capsys.readouterr().out
+    assert ('gradients on' if grad else 'inference') in out.splitlines()[0]
+    rows = [line.strip('| ').split(' | ') for line in out.splitlines()
+            if line.startswith('| ') and not line.startswith(('| layer',
+                                                              '| ---'))]
+    assert [r[0] for r in rows] == [s[0] for s in tool.SHAPES]
+    for row, shape in zip(rows, tool.SHAPES):
+        assert all(float(t) > 0 for t in row[6:9])
+        masked, maps = shape[-1], shape[5] // 2
+        assert row[9] == ('explicit' if masked else
+                          'stacked' if maps == 1 else 'fused')

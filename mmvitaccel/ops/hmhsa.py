@@ -34,8 +34,9 @@ from .attention import attention_logits
 from .flops import attention_flops, attention_params
 from .hmhsa_fused import (cross_head_mix, fused_hallucinated_attention,
                           key_filter_operator, maps_times_values,
+                          sparse_filter_applies,
                           stacked_hallucinated_attention)
-from .inference_cache import eager_inference, weight_cache
+from .inference_cache import weight_cache
 
 __all__ = [
     'check_even_heads', 'IntraHeadHallucination', 'CrossHeadHallucination',
@@ -99,12 +100,8 @@ class IntraHeadHallucination(nn.Module):
         Returns:
             Tensor: ``(B, h/2, N_q, N_k)``, ``IHH(A_r)``.
         """
-        B, G, Nq, Nk = attn.shape
+        B, G, Nq, Nk = self.check_maps(attn, grid, num_extra)
         Hk, Wk = grid
-        if G != self.num_maps or Nk != num_extra + Hk * Wk:
-            raise ValueError(
-                f'IHH expects (B, {self.num_maps}, N_q, {num_extra} + '
-                f'{Hk}*{Wk}) maps, got {tuple(attn.shape)}')
         # view the key axis of each row as the key grid:
         # (B, h/2, N_q, H*W) -> (B * N_q, h/2, H, W), filter per map
         maps = attn[..., num_extra:].transpose(1, 2).reshape(B * Nq, G, Hk, Wk)
@@ -115,6 +112,19 @@ class IntraHeadHallucination(nn.Module):
                                   self.conv.kernel_size[1] // 2]
         extra = attn[..., :num_extra] * centre.view(1, G, 1, 1)
         return torch.cat((extra, maps), dim=-1)
+
+    def check_maps(self, attn, grid, num_extra=0):
+        """Raise unless ``attn`` is ``(B, g, N_q, num_extra + H_k W_k)``.
+
+        Returns:
+            torch.Size: ``attn``'s shape.
+        """
+        G, Nk = attn.shape[1], attn.shape[-1]
+        if G != self.num_maps or Nk != num_extra + grid[0] * grid[1]:
+            raise ValueError(
+                f'IHH expects (B, {self.num_maps}, N_q, {num_extra} + '
+                f'{grid[0]}*{grid[1]}) maps, got {tuple(attn.shape)}')
+        return attn.shape
 
     def key_operator(self, grid, num_extra=0, dtype=None):
         """The filter on the keys as a sparse matrix
@@ -191,8 +201,8 @@ class AttentionHallucination(nn.Module):
     def hallucinate(self, attn, grid, num_extra=0):
         """``A_h = CHH(IHH(attn))`` alone, ``(B, h/2, N_q, N_k)``.
 
-        In eager inference on the CPU, IHH runs as one sparse product with
-        the filter operator ``M`` of the key grid
+        In eager inference on the CPU (float32/64), IHH runs as one sparse
+        product with the filter operator ``M`` of the key grid
         (:meth:`IntraHeadHallucination.key_operator`):
         ``IHH_j(A_j) = A_j M_j^T``, computed as ``M [A_j^T]_j`` on the maps
         laid out as ``(g N_k, B N_q)``, and CHH as one product on that
@@ -200,13 +210,9 @@ class AttentionHallucination(nn.Module):
         is what made the explicit form slow (design notes). Training,
         tracing and capture run the convolution.
         """
-        if attn.device.type != 'cpu' or not eager_inference():
+        if not sparse_filter_applies(attn):
             return self.chh(self.ihh(attn, grid, num_extra))
-        B, G, Nq, Nk = attn.shape
-        if G != self.ihh.num_maps or Nk != num_extra + grid[0] * grid[1]:
-            raise ValueError(
-                f'IHH expects (B, {self.ihh.num_maps}, N_q, {num_extra} + '
-                f'{grid[0]}*{grid[1]}) maps, got {tuple(attn.shape)}')
+        B, G, Nq, Nk = self.ihh.check_maps(attn, grid, num_extra)
         op = self.ihh.key_operator(grid, num_extra, attn.dtype)
         rows = attn.permute(1, 3, 0, 2).reshape(G * Nk, B * Nq)
         maps = torch.sparse.mm(op, rows).view(G, -1)  # IHH, [g, N_k B N_q]

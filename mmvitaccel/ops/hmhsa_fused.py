@@ -64,8 +64,8 @@ from .inference_cache import eager_inference
 
 __all__ = [
     'hallucinated_keys', 'key_side_mask', 'key_filter_operator',
-    'cross_head_mix', 'fused_hallucinated_attention', 'stacked_hallucinated_attention',
-    'maps_times_values'
+    'sparse_filter_applies', 'cross_head_mix', 'fused_hallucinated_attention',
+    'stacked_hallucinated_attention', 'maps_times_values'
 ]
 
 
@@ -140,6 +140,21 @@ def key_filter_operator(weight, grid, num_extra=0):
         return op.to_sparse_csr()
 
 
+def sparse_filter_applies(x):
+    """Whether IHH may run as a sparse product on ``x`` (keys or maps):
+    eager inference, on the CPU, in float32/float64 (module notes of
+    :func:`key_filter_operator`).
+
+    Args:
+        x (Tensor): The keys or maps to filter.
+
+    Returns:
+        bool
+    """
+    return x.device.type == 'cpu' and \
+        x.dtype in (torch.float32, torch.float64) and eager_inference()
+
+
 def key_side_mask(mask, n_kv, num_extra=0):
     """Whether the key-side forms take ``mask``: shaped as a region mask
     over the key grid, ``(B or 1, 1, N_k, N_k)`` or ``(N_k, N_k)``, with no
@@ -184,8 +199,7 @@ def hallucinated_keys(k, ihh, grid, num_extra=0, mask=None):
     if G != ihh.num_maps or Nk != num_extra + Hk * Wk:
         raise ValueError(f'IHH expects keys (B, {ihh.num_maps}, {num_extra} '
                          f'+ {Hk}*{Wk}, d), got {tuple(k.shape)}')
-    if mask is None and B == 1 and k.device.type == 'cpu' and \
-            eager_inference():
+    if mask is None and B == 1 and sparse_filter_applies(k):
         # one sparse product at batch 1 (key_filter_operator)
         op = ihh.key_operator(grid, num_extra, k.dtype)
         return torch.sparse.mm(op, k[0].reshape(G * Nk, d)).view(1, G, Nk, d)
