@@ -103,9 +103,10 @@ def key_filter_operator(weight, grid, num_extra=0):
     block ``j`` holds ``w_j`` at the grid neighbours of key ``p`` (only the
     taps inside the grid, which is the zero padding of the convolution) and
     a non-grid key's row holds the centre tap alone. It does the filter's
-    multiply-adds without the padded taps, in one call (used at batch 1 in
-    eager inference, where the convolution's layout copies and call
-    overhead cost more than its arithmetic).
+    multiply-adds without the padded taps, in one call. Eager inference uses
+    it on the keys at batch 1 (:func:`hallucinated_keys`) and on the maps at
+    any batch (``AttentionHallucination.hallucinate``), where the
+    convolutions' layout copies and calls cost more than their arithmetic.
 
     Args:
         weight (Tensor): The ``g`` filters ``(g, 1, k, k)``.
@@ -340,8 +341,8 @@ def maps_times_values(attn, v, bias=None, mask=None, dropout_p=0.0):
 
 def cross_head_mix(weight, maps):
     """CHH, the 1x1 convolution across maps, ``sum_j c_ij maps_j``, as one
-    batched product (a 1x1 ``conv2d`` over maps is several times slower on
-    the CPU; mmengine's counter counts the product as the convolution).
+    batched product (the same sums in one call; mmengine's counter counts
+    the product as the convolution).
 
     Args:
         weight (Tensor): ``c`` ``(g, g)``.
