@@ -19,6 +19,7 @@ from mmvitaccel.ops import (MASKED_LOGIT, AttentionHallucination,
                             hmhsa_flops, resolve_hmhsa_form)
 
 from .test_hvit import TINY_DEIT, TINY_PVT, TINY_SWIN
+from .utils import assert_twin_matches
 
 
 def _region_mask(batch, n, regions, kind, generator):
@@ -91,25 +92,27 @@ def cases(draw):
         kernel=draw(st.sampled_from([1, 3, 5])))
 
 
+def _assert_forms_agree(case, dtype, out_tol, grad_rtol, grad_atol):
+    """The key-side forms' outputs (within ``out_tol``, relative and
+    absolute) and gradients against the explicit form's."""
+    (ref, ref_grads), *others = _both_forms(case, dtype)
+    for out, grads in others:
+        torch.testing.assert_close(out, ref, rtol=out_tol, atol=out_tol)
+        for a, b in zip(grads, ref_grads):
+            torch.testing.assert_close(a, b, rtol=grad_rtol, atol=grad_atol)
+
+
 @settings(max_examples=60, deadline=None)
 @given(case=cases())
 def test_key_side_forms_equal_explicit_form_float64(case):
-    (ref, ref_grads), *others = _both_forms(case)
-    for out, grads in others:
-        torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
-        for a, b in zip(grads, ref_grads):
-            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-11)
+    _assert_forms_agree(case, torch.double, 1e-12, 1e-10, 1e-11)
 
 
 @settings(max_examples=15, deadline=None)
 @given(case=cases())
 def test_key_side_forms_equal_explicit_form_float32(case):
     """float32: outputs within 1e-5, gradients within 1e-4 (relative)."""
-    (ref, ref_grads), *others = _both_forms(case, torch.float32)
-    for out, grads in others:
-        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
-        for a, b in zip(grads, ref_grads):
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    _assert_forms_agree(case, torch.float32, 1e-5, 1e-4, 1e-4)
 
 
 @settings(max_examples=40, deadline=None)
@@ -266,12 +269,7 @@ def test_hosts_give_the_same_output_in_every_form(host):
     with torch.no_grad():
         expected = ref(x)
     for form in ('fused', 'stacked'):
-        other = build(hmhsa_form=form).double()
-        other.load_state_dict(ref.state_dict())
-        other.eval()
-        with torch.no_grad():
-            for a, b in zip(other(x), expected):
-                torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+        assert_twin_matches(build(hmhsa_form=form).double(), ref, x, expected)
 
 
 @pytest.mark.parametrize('host', sorted(HOSTS))

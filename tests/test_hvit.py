@@ -15,7 +15,7 @@ from mmvitaccel.ops import (CompactLinear, RepLinear, cffn_flops, ffn_flops,
                             hmhsa_flops, mhsa_flops)
 from mmvitaccel.analysis.flops import count_flops
 
-from .utils import assert_clear_gradients, random_readout
+from .utils import assert_clear_gradients, assert_twin_matches, random_readout
 
 TINY_DEIT = dict(embed_dims=64, num_layers=2, num_heads=4,
                  feedforward_channels=256)
@@ -96,12 +96,7 @@ def test_deploy_form_equals_training_form(host):
     for a, b in zip(out, ref):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
     # a model built with deploy=True has exactly these parameters
-    deployed = ours_fn(deploy=True).double()
-    deployed.load_state_dict(model.state_dict())
-    deployed.eval()
-    with torch.no_grad():
-        for a, b in zip(deployed(x), ref):
-            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+    assert_twin_matches(ours_fn(deploy=True).double(), model, x, ref)
 
 
 @pytest.mark.parametrize('host', sorted(HOSTS))

@@ -458,3 +458,16 @@ def small_digits_run(cfg, work_dir, train=16, test=8, batch_size=8):
     cfg.train_dataloader.dataset.max_samples = train
     cfg.test_dataloader.dataset.max_samples = test
     return cfg
+
+
+def assert_twin_matches(twin, model, x, expected, tol=1e-10):
+    """Load ``model``'s weights into ``twin`` (another form of it), and
+    check that its eval outputs on ``x`` match ``expected`` within ``tol``
+    (relative and absolute), output by output."""
+    twin.load_state_dict(model.state_dict())
+    twin.eval()
+    with torch.no_grad():
+        outs = twin(x)
+    assert len(outs) == len(expected)
+    for a, b in zip(outs, expected):
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
