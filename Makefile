@@ -22,8 +22,9 @@ demo: setup
 	$(PY) tools/analysis/get_flops.py $(DEMO_CONFIG) --tiny --num-images 2
 
 # pytest exits with 5 when it collects no tests; that is not a failure here.
+# --durations: the slowest tests are printed at the end of every run.
 test: setup
-	$(PY) -m pytest tests $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest tests --durations=20 $(PYTEST_ARGS); rc=$$?; \
 		if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; rc=0; fi; \
 		exit $$rc
 

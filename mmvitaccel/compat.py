@@ -41,6 +41,18 @@ this package (never in site-packages) when ``mmvitaccel`` is imported.
    ``device_ids`` for a module whose parameters are on the CPU, where it
    also turns SyncBatchNorm (which torch runs on GPUs only; mmdet's Cascade
    heads use it) into BatchNorm with a warning. With a GPU nothing changes.
+
+5. **The upstream Swin blocks call ``torch.utils.checkpoint.checkpoint``
+   without ``use_reentrant``** (mmpretrain's, mmdet's and mmseg's Swin,
+   mmseg's ViT, mmaction2's Video Swin, under ``with_cp=True``). torch warns
+   on every such call and says that it will become an error.
+   :func:`explicit_checkpoint_reentrancy` rebinds the ``torch.utils.checkpoint``
+   module name in exactly those upstream modules to
+   :data:`EXPLICIT_CHECKPOINT`, whose ``checkpoint`` passes
+   ``use_reentrant=False`` (torch's recommendation, and what our own blocks
+   pass): the gradients are the same; unlike the reentrant form it also
+   gives parameter gradients when a block's input needs none (a frozen
+   stage before it). Nothing in torch itself is changed.
 """
 import functools
 import importlib
@@ -261,6 +273,58 @@ def allow_cpu_distributed():
     return True
 
 
+class _ExplicitCheckpointModule(types.ModuleType):
+    """Stands for ``torch.utils.checkpoint`` in an upstream module: every
+    attribute is torch's, except that :meth:`checkpoint` names
+    ``use_reentrant`` (False unless the caller passes it)."""
+
+    def __getattr__(self, name):
+        import torch.utils.checkpoint
+        return getattr(torch.utils.checkpoint, name)
+
+    @staticmethod
+    def checkpoint(function, *args, use_reentrant=False, **kwargs):
+        import torch.utils.checkpoint  # looked up per call: spies see it
+        return torch.utils.checkpoint.checkpoint(
+            function, *args, use_reentrant=use_reentrant, **kwargs)
+
+
+#: the stand-in bound by :func:`explicit_checkpoint_reentrancy`
+EXPLICIT_CHECKPOINT = _ExplicitCheckpointModule('torch.utils.checkpoint')
+
+#: upstream module -> the name under which it imports torch.utils.checkpoint
+#: (the backbones our components subclass, whose blocks take ``with_cp``)
+CHECKPOINTING_UPSTREAM = {
+    'mmpretrain.models.backbones.swin_transformer': 'cp',
+    'mmdet.models.backbones.swin': 'cp',
+    'mmseg.models.backbones.swin': 'cp',
+    'mmseg.models.backbones.vit': 'cp',
+    'mmaction.models.backbones.swin': 'checkpoint',
+}
+
+
+def explicit_checkpoint_reentrancy():
+    """Bind :data:`EXPLICIT_CHECKPOINT` in the installed modules of
+    :data:`CHECKPOINTING_UPSTREAM` (importing them; a toolbox that is not
+    installed is skipped).
+
+    Returns:
+        list[str]: the modules patched.
+    """
+    import torch.utils.checkpoint
+    patched = []
+    for name, attr in CHECKPOINTING_UPSTREAM.items():
+        if importlib.util.find_spec(name.split('.')[0]) is None:
+            continue
+        module = importlib.import_module(name)
+        current = getattr(module, attr, None)
+        if current is torch.utils.checkpoint or \
+                current is EXPLICIT_CHECKPOINT:
+            setattr(module, attr, EXPLICIT_CHECKPOINT)
+            patched.append(name)
+    return patched
+
+
 def apply():
     """Apply every fix; called once on ``import mmvitaccel``.
 
@@ -273,3 +337,4 @@ def apply():
     patch_mmaction_drn()
     allow_mmengine_checkpoints()
     allow_cpu_distributed()
+    explicit_checkpoint_reentrancy()

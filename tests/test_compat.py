@@ -120,3 +120,25 @@ def test_getattr_is_restricted_to_history_buffer():
     buf.seek(0)
     with pytest.raises(pickle.UnpicklingError, match='refuses getattr'):
         torch.load(buf)
+
+
+@pytest.mark.parametrize('name', sorted(compat.CHECKPOINTING_UPSTREAM))
+def test_upstream_checkpointing_names_use_reentrant(name):
+    """Every installed upstream host module calls the explicit checkpoint,
+    and a checkpointed upstream block runs without torch's warning that
+    ``use_reentrant`` must be passed (an error in a later torch)."""
+    import importlib
+    import warnings
+    module = importlib.import_module(name)
+    assert getattr(module, compat.CHECKPOINTING_UPSTREAM[name]) is \
+        compat.EXPLICIT_CHECKPOINT
+    if name != 'mmdet.models.backbones.swin':
+        return
+    block = module.SwinBlock(embed_dims=8, num_heads=2,
+                             feedforward_channels=16, window_size=2,
+                             with_cp=True)
+    x = torch.randn(1, 16, 8, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings('error', message='.*use_reentrant.*')
+        block(x, (4, 4)).sum().backward()
+    assert block.attn.w_msa.qkv.weight.grad is not None

@@ -1,6 +1,6 @@
 """The set-up a new user runs first (``make test`` / ``make demo`` call
 ``tools/setup_env.sh``), exercised on its cold path without the real
-20-minute mmcv build.
+minutes-long mmcv build.
 
 The expensive steps are replaced from outside the script: ``PYTHON`` points
 at a fake interpreter whose virtualenv ``python`` answers ``pip`` with no-ops

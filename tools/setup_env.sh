@@ -12,7 +12,7 @@
 #   MMVITACCEL_MMCV_BUILD_CMD  (tests only) a command run in the unpacked mmcv
 #                   source instead of the real `pip wheel`; it must leave a
 #                   wheel in $MMCV_DIST. tests/test_setup_env.py uses it to run
-#                   the cold path without a 20-minute compile.
+#                   the cold path without the minutes of a real compile.
 #
 # Every path is made absolute before the script changes directory (make passes
 # VENV=.venv, relative to the repository). A run killed half-way (during the
@@ -118,7 +118,7 @@ if ! have_mmcv; then
         BUILD="$(mktemp -d)"
         trap 'rm -rf "$BUILD"' EXIT
         log "building mmcv $MMCV_VERSION with ops in $BUILD"
-        log "  a cold build takes about 20 minutes on 2 cores; a progress line follows every minute"
+        log "  measured cold on 2 cores: 4 to 5 minutes; a progress line follows every minute"
         "${PIP[@]}" download -q --no-deps --no-build-isolation --no-binary :all: "mmcv==$MMCV_VERSION" -d "$BUILD"
         tar -xzf "$BUILD"/mmcv-"$MMCV_VERSION".tar.gz -C "$BUILD"
         SRC="$BUILD/mmcv-$MMCV_VERSION"

@@ -20,6 +20,7 @@ import torch
 import torch.nn as nn
 
 from .harness import toolbox_of
+from .size_branches import check_dynamic_size
 
 __all__ = [
     'TensorModule', 'deploy_module', 'python_scalars', 'check_exportable',
@@ -163,12 +164,19 @@ def export_program(module: nn.Module, x: torch.Tensor, **kwargs):
         clear_shape_caches()
 
 
+#: the range of a dynamic height or width: from 64, so that a stride-32 map
+#: keeps 2 positions a side (a side of 1 would be specialised as a
+#: broadcast, and the capture refused, e.g. PVTv2's last stage)
+DYNAMIC_SIZE_RANGE = (64, 4096)
+
+
 def _dynamic_shapes(dynamic: bool, ndim: int = 4):
     if not dynamic:
         return None
     dim = torch.export.Dim
-    return ({ndim - 2: dim('height', min=32, max=4096),
-             ndim - 1: dim('width', min=32, max=4096)}, )
+    low, high = DYNAMIC_SIZE_RANGE
+    return ({ndim - 2: dim('height', min=low, max=high),
+             ndim - 1: dim('width', min=low, max=high)}, )
 
 
 def export_onnx(module: nn.Module,
@@ -185,13 +193,18 @@ def export_onnx(module: nn.Module,
             (``(T, H, W)`` for video).
         out (str): the ``.onnx`` file to write.
         dynamic (bool): height and width dynamic (the batch stays
-            ``batch_size``). Defaults to False.
+            ``batch_size``), each in :data:`DYNAMIC_SIZE_RANGE`. Defaults to
+            False. A model with a size branch
+            (:func:`~mmvitaccel.apis.size_branches.check_dynamic_size`) is
+            refused before the capture.
         batch_size (int): batch of the example input. Defaults to 1.
         opset (int, optional): ONNX opset; the exporter's default if None.
 
     Returns:
         str: ``out``.
     """
+    if dynamic:  # in milliseconds, before a capture that may not end
+        check_dynamic_size(module)
     x = torch.randn(batch_size, 3, *shape)
     with torch.no_grad():
         try:
