@@ -10,6 +10,9 @@ DEMO_EPOCHS ?= 5
 DEMO_OPTIONS ?= model.test_cfg.rcnn.score_thr=0.001
 DEMO_WORK_DIR ?= work_dirs/demo
 PYTEST_ARGS ?=
+# pytest-xdist workers of `make test`, one per core; whole files go to one
+# worker (--dist loadfile), so module fixtures are made once
+TEST_WORKERS ?= $(shell nproc)
 
 .PHONY: setup demo test test-fast
 
@@ -24,7 +27,8 @@ demo: setup
 # pytest exits with 5 when it collects no tests; that is not a failure here.
 # --durations: the slowest tests are printed at the end of every run.
 test: setup
-	$(PY) -m pytest tests --durations=20 $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile --durations=20 \
+		$(PYTEST_ARGS); rc=$$?; \
 		if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; rc=0; fi; \
 		exit $$rc
 

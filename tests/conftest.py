@@ -42,3 +42,19 @@ def _memoize_config_formatting():
 
 
 _memoize_config_formatting()
+
+
+def _threads_per_worker():
+    """Under pytest-xdist (``make test`` runs one worker per core), each
+    worker's torch gets its share of the cores: two workers with two
+    threads each on two cores spin against each other several-fold."""
+    import os
+    workers = int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '0'))
+    if workers > 1:
+        import torch
+        threads = max(1, len(os.sched_getaffinity(0)) // workers)
+        torch.set_num_threads(threads)
+        os.environ['OMP_NUM_THREADS'] = str(threads)  # the tools they run
+
+
+_threads_per_worker()

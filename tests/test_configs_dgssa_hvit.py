@@ -25,8 +25,10 @@ def test_integrated_deit_trains_at_the_papers_batch_and_regularization(size):
     assert cfg.model.backbone.drop_path_rate == 0.1
     warmup, cosine = cfg.param_scheduler
     assert warmup.type == 'LinearLR' and warmup.end == 5
+    # float64: two decimal factors, their product and 1e-6 each round by
+    # u = 2^-53 relative at most
     assert warmup.start_factor * cfg.optim_wrapper.optimizer.lr == \
-        pytest.approx(1e-6)
+        pytest.approx(1e-6, rel=4 * 2**-53, abs=0)
     assert cosine.type == 'CosineAnnealingLR' and cosine.begin == 5
     assert cosine.eta_min == 1e-5
     assert cfg.train_cfg.max_epochs == 300

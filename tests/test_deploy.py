@@ -15,6 +15,7 @@ from mmvitaccel.apis.deploy import (ONNX_TOLERANCE, check_exportable,
 from mmvitaccel.apis.harness import build_model, load_config
 from mmvitaccel.ops import is_capturing, mask_or_none, pad_to_multiple
 
+from .tolerance import rounding_tol
 from .utils import REPO, TINY_MODELS
 
 pytest.importorskip('onnxruntime')
@@ -211,7 +212,16 @@ def test_compile_fullgraph_matches_eager(family):
     ``torch.export`` (``aot_eager`` cost 3 to 5 times more here)."""
     for module, shape in modules_at_sizes(family):
         r, = compile_parity(module, [shape], backend='eager')
-        assert r['max_abs_diff'] < 1e-5, r
+        # the same kernels, except where eager inference takes its caches
+        # (hMHSA's stacked q/k/v, the sparse IHH operator) and the graph
+        # the training-form products: float32 sums of <= 4 layers of C <=
+        # 128 and 9 taps, n < 1000, at the outputs' scale (bit-exact for
+        # the other families)
+        with torch.no_grad():
+            scale = max(float(o.abs().max())
+                        for o in module(torch.randn(1, 3, *shape)))
+        assert r['max_abs_diff'] <= rounding_tol(torch.float32, 1000,
+                                                 scale), (r, scale)
 
 
 def test_batch_mean_pruning_is_refused():
@@ -315,7 +325,9 @@ def test_profile_tool_sums_kernel_time_by_operator(capsys):
     ops = {op: seconds for op, seconds, _ in result['ops']}
     assert 'Conv' in ops and ({'MatMul', 'Gemm', 'FusedMatMul'} & set(ops))
     assert all(seconds > 0 for seconds in ops.values())
-    assert abs(sum(share for _, _, share in result['ops']) - 1) < 1e-9
+    # float64 shares of one total: their divisions and their sum round
+    assert abs(sum(share for _, _, share in result['ops']) - 1) <= \
+        rounding_tol(torch.float64, len(result['ops']) + 1, 1.)
     assert result['seconds_per_call'] > 0
     assert 'kernel time by operator type over 2 calls' in \
         capsys.readouterr().out

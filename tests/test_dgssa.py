@@ -1,5 +1,6 @@
 """DGSSA/GLAD backbones (Integrated-DeiT, DGSSA-Swin) and the GLAD token
 distillation classifier."""
+
 import pytest
 import torch
 from mmdet.models.backbones import SwinTransformer
@@ -13,15 +14,25 @@ from mmvitaccel.models.layers import (StaticShiftWindowMSA, StaticWindowMSA,
                                       relative_position_bias, vit_attention,
                                       window_attention)
 from mmvitaccel.models.layers import static_attention as static_module
-from mmvitaccel.ops import (architecture_flops, attention_to_logits,
-                            layer_flops)
+from mmvitaccel.ops import architecture_flops, layer_flops
 from mmvitaccel.analysis.flops import count_flops
 
+from .tolerance import (assert_equal, assert_rounding_close, rounding_tol,
+                        summed_magnitude)
 from .utils import (assert_clear_gradients, assert_padding_invariant,
                     random_readout)
 
 TINY = dict(embed_dims=64, num_layers=8, num_heads=4, feedforward_channels=128)
 SWIN = dict(embed_dims=32, depths=(2, 2, 2, 1), num_heads=(1, 2, 4, 8))
+
+#: float64 forwards of TINY (17 tokens) that take other paths agree within
+#: rounding: the longest chain of dependent sums is the patch embedding
+#: (3 x 16 x 16 = 768), per layer the LayerNorms' means and variances
+#: (2 x 2 x 64), qkv (64), the logits (2 x 16), the softmax's maximum and
+#: sum and A V over 17 keys (3 x 17), proj (64), fc1 (64) and fc2 (128,
+#: twice for GELU's slope): < 1000, eight layers and the final norm:
+#: n = 10000
+TINY_TERMS = 10_000
 
 
 def _perturbed(module):
@@ -60,24 +71,29 @@ def _ours_vit(vit=None, **kwargs):
 
 
 def test_static_layer_from_its_own_attention_reproduces_the_layer():
-    # one image: its attention is the mean attention of the "data set"
+    # one image: its attention is the mean attention of the "data set".
+    # float64, with the logits log(A) of the float64 map itself
+    # (attention_to_logits rounds to float32 and clamps at 1e-6, which
+    # test_ops_dgssa checks): softmax(log A) = A within rounding
     vit = _upstream_vit()
-    x = torch.randn(1, 3, 64, 64)
+    ours = _ours_vit(vit, static_layers=(1, ), glad_layers=(),
+                     glad_tokens=()).double()
+    vit.double()
+    x = torch.randn(1, 3, 64, 64, dtype=torch.float64)
     inputs = {}
     vit.layers[1].register_forward_hook(
         lambda m, args, out: inputs.update(x=args[0]))
-    with torch.no_grad():
+    with torch.no_grad(), summed_magnitude(vit) as sums:
         ref = vit(x)
         attn = vit_attention(vit.layers[1].attn,
                              vit.layers[1].ln1(inputs['x']))
-    ours = _ours_vit(vit, static_layers=(1, ), glad_layers=(),
-                     glad_tokens=())
     with torch.no_grad():
-        ours.layers[1].attn.static_logits.copy_(attention_to_logits(attn[0]))
+        ours.layers[1].attn.static_logits.copy_(attn[0].log())
         out = ours(x)
-    torch.testing.assert_close(out[0], ref[0], atol=1e-4, rtol=1e-4)
-    # and it is a different function: another image differs
-    y = torch.randn(1, 3, 64, 64)
+    assert_rounding_close(out[0], ref[0], TINY_TERMS, max(sums))
+    # and it is a different function: another image differs, by far more
+    # than rounding (not a rounding comparison)
+    y = torch.randn(1, 3, 64, 64, dtype=torch.float64)
     with torch.no_grad():
         assert not torch.allclose(ours(y)[0], vit(y)[0], atol=1e-3)
 
@@ -188,12 +204,13 @@ def test_loads_deit_checkpoint_with_report(tmp_path):
         if k.startswith('glads.') or k.endswith('static_logits')
     }
     d = 64
-    torch.testing.assert_close(ours.layers[1].attn.v.weight,
-                               vit.layers[1].attn.qkv.weight[2 * d:])
-    torch.testing.assert_close(ours.layers[1].attn.proj.weight,
-                               vit.layers[1].attn.proj.weight)
-    torch.testing.assert_close(ours.layers[4].attn.qkv.weight,
-                               vit.layers[4].attn.qkv.weight)
+    # loaded weights are copies: bit-exact
+    assert_equal(ours.layers[1].attn.v.weight,
+                 vit.layers[1].attn.qkv.weight[2 * d:])
+    assert_equal(ours.layers[1].attn.proj.weight,
+                 vit.layers[1].attn.proj.weight)
+    assert_equal(ours.layers[4].attn.qkv.weight,
+                 vit.layers[4].attn.qkv.weight)
     # 'dg' needs the logits of tools/dgssa_init.py
     dg = DGSSAVisionTransformer(
         arch=TINY, img_size=64, patch_size=16, glad_tokens=(13, 9, 5),
@@ -206,7 +223,7 @@ def test_loads_deit_checkpoint_with_report(tmp_path):
     state['backbone.layers.2.attn.static_logits'] = 2 * logits
     torch.save(dict(state_dict=state), path)
     dg.init_weights()
-    torch.testing.assert_close(dg.layers[2].attn.static_logits, 2 * logits)
+    assert_equal(dg.layers[2].attn.static_logits, 2 * logits)  # a copy
 
 
 def test_vit_errors():
@@ -274,8 +291,8 @@ def test_token_distillation_loss(tmp_path):
                         distill_weight=2.0)
     model.init_weights()
     assert not model.teacher_load_report['missing']
-    torch.testing.assert_close(model.teacher.layers[3].attn.qkv.weight,
-                               vit.layers[3].attn.qkv.weight)
+    assert_equal(model.teacher.layers[3].attn.qkv.weight,
+                 vit.layers[3].attn.qkv.weight)  # a copy
     model.train()
     assert not model.teacher.training
     x = torch.randn(2, 3, 64, 64)
@@ -297,7 +314,9 @@ def test_token_distillation_loss(tmp_path):
     ref = sum(
         torch.nn.functional.mse_loss(y, g(feats[l][:, 1:]))
         for y, g, l in zip(ys, model.teacher_glads, (3, 5, 7)))
-    torch.testing.assert_close(losses['loss_glad'].detach(), 2.0 * ref)
+    # the same modules (the teacher holds vit's weights) on the same input,
+    # the same reductions in the same order: bit-exact
+    assert_equal(losses['loss_glad'].detach(), 2.0 * ref)
     sum(losses.values()).backward()
     assert all(p.grad is None for p in model.teacher.parameters())
     for g in list(model.teacher_glads) + list(model.backbone.glads):
@@ -312,6 +331,9 @@ def test_prediction_distillation_with_a_teacher_head():
                 in_channels=64)
     model = _classifier(teacher_head=head, kd_weight=0.5)
     model.init_weights()
+    with torch.no_grad():  # the heads start at zero: KL(p_t || p_s) = 0
+        for h in (model.head, model.teacher_head):
+            h.layers.head.weight.normal_(0, 0.5)
     model.train()
     assert not model.teacher_head.training
     x = torch.randn(2, 3, 64, 64)
@@ -322,9 +344,19 @@ def test_prediction_distillation_with_a_teacher_head():
         student = model.head(model.backbone(x))
         teacher = model.teacher_head(model.teacher(x))
     # KL(p_t || p_s): the soft cross-entropy less the teacher's entropy
-    ref = (teacher.softmax(-1) * (teacher.log_softmax(-1) -
-                                  student.log_softmax(-1))).sum(-1).mean()
-    torch.testing.assert_close(losses['loss_kd'].detach(), 0.5 * ref)
+    log_t, log_s = teacher.log_softmax(-1), student.log_softmax(-1)
+    ref = (teacher.softmax(-1) * (log_t - log_s)).sum(-1).mean()
+    assert ref > 0.01, 'the heads must disagree'
+    # the logits are those of the loss (the same modules, bit-exact); p_t
+    # as softmax or as exp(log_softmax) differs by K + 4 + max|log p_t|
+    # roundings (relative), the sums over K = 5 classes and 2 images add
+    # K + 2: n = 2 K + 6 + max|log p_t|, S = max sum p_t |log_t - log_s|
+    K = 5
+    scale = float((teacher.softmax(-1) * (log_t - log_s).abs()).sum(-1).max())
+    torch.testing.assert_close(
+        losses['loss_kd'].detach(), 0.5 * ref, rtol=0,
+        atol=rounding_tol(ref.dtype, 2 * K + 6 + int(log_t.abs().max()) + 1,
+                          scale))
     sum(losses.values()).backward()
     assert all(p.grad is None for p in model.teacher_head.parameters())
     assert model.head.layers.head.weight.grad.abs().sum() > 0
@@ -431,25 +463,30 @@ def test_swin_returns_the_pyramid_and_keeps_later_blocks():
                                              (2, 128, 6, 8), (2, 256, 3, 4)]
     # upstream blocks after DGSSA: the same modules, the same outputs
     feats = torch.randn(2, 12 * 16, 64)
-    with torch.no_grad():
-        torch.testing.assert_close(
-            ours.stages[1].blocks[1](feats, (12, 16)),
-            swin.stages[1].blocks[1](feats, (12, 16)))
+    with torch.no_grad():  # the same modules and weights: bit-exact
+        assert_equal(ours.stages[1].blocks[1](feats, (12, 16)),
+                     swin.stages[1].blocks[1](feats, (12, 16)))
 
 
 def test_static_window_block_reproduces_upstream_on_one_window():
+    # float64, with the logits log(A) of the float64 map itself
+    # (attention_to_logits rounds to float32; test_ops_dgssa checks it)
     swin = _upstream_swin()
+    ours = _ours_swin(swin, static_blocks=1, static_start=0).double()
+    swin.double()
     block = swin.stages[0].blocks[0]  # no shift
-    x = torch.randn(1, 49, 32)
-    with torch.no_grad():
+    x = torch.randn(1, 49, 32, dtype=torch.float64)
+    with torch.no_grad(), summed_magnitude(block) as sums:
         ref = block(x, (7, 7))
         attn = window_attention(block.attn.w_msa, block.norm1(x))
-    ours = _ours_swin(swin, static_blocks=1, static_start=0)
     with torch.no_grad():
         ours.stages[0].blocks[0].attn.w_msa.static_logits.copy_(
-            attention_to_logits(attn[0]))
-        torch.testing.assert_close(ours.stages[0].blocks[0](x, (7, 7)), ref,
-                                   atol=1e-4, rtol=1e-4)
+            attn[0].log())
+        out = ours.stages[0].blocks[0](x, (7, 7))
+    # one block of width 32 on a 49-token window: LayerNorms 2 x 2 x 32,
+    # qkv 32, logits 2 x 32, softmax and A V 3 x 49, proj 32, fc1 32, fc2
+    # 2 x 128, twice (the map, then the block): n = 1500
+    assert_rounding_close(out, ref, 1500, max(sums))
 
 
 def test_shift_mask_is_swins():
@@ -460,9 +497,19 @@ def test_shift_mask_is_swins():
     ours = StaticShiftWindowMSA.from_dynamic(upstream,
                                              torch.randn(2, 49, 49)).eval()
     upstream.w_msa = ours.w_msa
-    x = torch.randn(2, 14 * 21, 16)
-    with torch.no_grad():
-        torch.testing.assert_close(ours(x, (14, 21)), upstream(x, (14, 21)))
+    ours.double()
+    upstream.double()
+    x = torch.randn(2, 14 * 21, 16, dtype=torch.float64)
+    with torch.no_grad(), summed_magnitude(ours) as sums:
+        out = ours(x, (14, 21))
+        ref = upstream(x, (14, 21))
+    logits = ours.w_msa.static_logits
+    assert logits.max() - logits.min() < 30
+    # float64. Upstream's -100 leaves a masked key a weight below
+    # exp(-100 + spread of the static logits) < 1e-30, far below rounding;
+    # the rest is rounding: v (16), the softmax and A V over 49 keys
+    # (3 x 49), proj (16): n = 200
+    assert_rounding_close(out, ref, 200, max(sums))
     # the mask separates the shift regions: window (1, 2) of the rolled map
     # holds 4 regions
     valid = torch.ones(14, 21, dtype=torch.bool)
@@ -503,10 +550,9 @@ def test_swin_loads_checkpoint_and_folds_the_bias(tmp_path):
     for (i, j) in ((0, 1), (1, 0), (1, 1)):
         msa = swin.stages[i].blocks[j].attn.w_msa
         static = ours.stages[i].blocks[j].attn.w_msa
-        torch.testing.assert_close(static.static_logits,
-                                   relative_position_bias(msa))
-        torch.testing.assert_close(static.v.weight, msa.qkv.weight[-32 * (
-            2**i):])
+        # the folded bias and the V rows are copies: bit-exact
+        assert_equal(static.static_logits, relative_position_bias(msa))
+        assert_equal(static.v.weight, msa.qkv.weight[-32 * (2**i):])
     with pytest.raises(ValueError, match='dgssa_init'):
         DGSSASwinTransformer(
             **SWIN, static_blocks=3,

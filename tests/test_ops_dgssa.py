@@ -1,5 +1,7 @@
 """DGSSA and GLAD token operators (mmvitaccel.ops.dgssa, mmvitaccel.ops.glad)."""
+import copy
 import itertools
+import math
 
 import pytest
 import torch
@@ -9,6 +11,9 @@ from mmvitaccel.ops import (GLAD, INIT_MODES, AttentionStats,
                             attention_to_logits, glad_flops, glad_search,
                             init_static_logits, layer_flops, local_logits,
                             retained_energy, static_attention, token_counts)
+from mmvitaccel.ops.dgssa import LOG_EPS
+
+from .tolerance import assert_equal, rounding_tol
 
 
 def random_attention(*shape):
@@ -19,7 +24,16 @@ def test_static_attention_from_logits_of_attention():
     attn = random_attention(3, 10, 10)
     v = torch.randn(4, 3, 10, 8)
     out = static_attention(attention_to_logits(attn), v)
-    torch.testing.assert_close(out, attn @ v, atol=1e-4, rtol=1e-4)
+    # the logits give back A' = max(A, eps) / Z, Z <= 1 + N eps, so
+    # |A' - A| <= eps + N eps A and |(A' - A) v| <= 2 N eps max|v|; float32
+    # rounding: the logs (|log A'| <= log(1 / eps) < 14, carried into the
+    # exponent twice), the renormalising and softmax sums of N terms and
+    # the products with v: n = 2 N + 2 * 14 + 4 relative to max|v|
+    N, vmax = 10, float(v.abs().max())
+    torch.testing.assert_close(
+        out, attn @ v, rtol=0,
+        atol=2 * N * LOG_EPS * vmax +
+        rounding_tol(torch.float32, 2 * N + 32, vmax))
 
 
 def test_static_attention_masks():
@@ -30,14 +44,19 @@ def test_static_attention_masks():
     out = static_attention(logits, v, allowed)
     # bool and additive masks agree, masked keys get no weight
     additive = torch.zeros(4, 6, 6).masked_fill(~allowed, -1e4)
-    torch.testing.assert_close(out, static_attention(logits, v, additive))
+    # the bool mask adds the same -1e4 (MASKED_LOGIT) or -0.: bit-exact
+    assert_equal(out, static_attention(logits, v, additive))
     noisy = v.clone().view(3, 4, 2, 6, 5)
     for w in range(4):
         for i in range(6):
             ref = (logits[:, i].masked_fill(~allowed[w, i], float('-inf'))
                    .softmax(-1)[None, :, None] @ noisy[:, w]).squeeze(-2)
-            torch.testing.assert_close(out.view(3, 4, 2, 6, 5)[:, w, :, i],
-                                       ref)
+            # other kernels on the same logits: the softmax's sum and the
+            # product with v, N = 6 terms each, relative to max|v|
+            torch.testing.assert_close(
+                out.view(3, 4, 2, 6, 5)[:, w, :, i], ref, rtol=0,
+                atol=rounding_tol(torch.float32, 2 * 6 + 4,
+                                  float(noisy.abs().max())))
     with pytest.raises(ValueError, match='not a multiple'):
         static_attention(logits, v[:5], allowed)
 
@@ -49,11 +68,17 @@ def test_init_modes(mode):
                                 mean_attention=mean)
     assert logits.shape == (4, 17, 17)
     if mode == 'dg':
-        torch.testing.assert_close(logits.softmax(-1), mean, atol=1e-5,
-                                   rtol=1e-4)
+        # softmax(log A') = A' = max(A, eps) / Z with 1 <= Z <= 1 + N eps:
+        # |A' - A| <= eps + N eps A; float32 rounding relative to A: the
+        # logs (|log A'| < 14, carried into the exponent twice), the
+        # renormalising and softmax sums of N = 17 terms, a few roundings
+        N = 17
+        torch.testing.assert_close(
+            logits.softmax(-1), mean, atol=LOG_EPS,
+            rtol=N * LOG_EPS + rounding_tol(torch.float32, 2 * N + 32))
     elif mode == 'uniform':
         assert (logits == 0).all()
-    elif mode == 'random':
+    elif mode == 'random':  # truncated at 2 std = 0.04: not rounding
         assert logits.std() > 0 and logits.abs().max() < 0.1
 
 
@@ -79,19 +104,31 @@ def test_attention_stats():
     stats = AttentionStats(singular_values=True)
     same = random_attention(2, 6, 6)
     stats.update(same[None].expand(3, -1, -1, -1))
-    torch.testing.assert_close(stats.mean, same)
-    assert stats.difference.abs().max() < 1e-4
+    # float64 sums of 3 copies of float32 values are exact, and so is / 3
+    assert_equal(stats.mean, same)
+    # E||A||^2 - ||mean||^2 of equal samples: only the float64 rounding of
+    # the two sums of 36 squares (and 3 samples), <= 2 gamma_40 ||A||^2,
+    # is left, and the metric is its root over ||mean||
+    assert stats.difference.abs().max() <= math.sqrt(
+        rounding_tol(torch.float64, 40))
     samples = random_attention(5, 2, 6, 6)
     stats = AttentionStats(singular_values=True)
     stats.update(samples[:2])
     stats.update(samples[2:])
-    mean = samples.mean(0)
-    ref = ((samples - mean).pow(2).sum((-1, -2)).mean(0).sqrt() /
+    # the references in float64, as the statistics accumulate: both are
+    # float64 values within a few float64 roundings of each other (the
+    # one-pass variance cancels E||A||^2 - ||mean||^2, still ~1e-15 here),
+    # rounded to float32: at most one float32 ulp apart, <= eps |x|
+    x = samples.double()
+    mean = x.mean(0)
+    ref = ((x - mean).pow(2).sum((-1, -2)).mean(0).sqrt() /
            mean.pow(2).sum((-1, -2)).sqrt())
-    torch.testing.assert_close(stats.mean, mean)
-    torch.testing.assert_close(stats.difference, ref)
+    ulp = dict(rtol=torch.finfo(torch.float32).eps, atol=0)
+    torch.testing.assert_close(stats.mean, mean.float(), **ulp)
+    torch.testing.assert_close(stats.difference, ref.float(), **ulp)
     torch.testing.assert_close(stats.expected_singular_values,
-                               torch.linalg.svdvals(samples).mean((0, 1)))
+                               torch.linalg.svdvals(x).mean((0, 1)).float(),
+                               **ulp)
     with pytest.raises(ValueError, match='no attention'):
         AttentionStats().mean
 
@@ -101,19 +138,30 @@ def test_glad_shapes_and_position_reembedding():
     x = torch.randn(2, 196, 32)
     y = glad(x)
     assert y.shape == (2, 126, 32)
-    # Y = GELU(LN(W X)) + E
-    ref = torch.nn.functional.gelu(glad.norm(glad.weight @ x)) + \
-        glad.pos_embed
-    torch.testing.assert_close(y, ref)
+    # Y = GELU(LN(W X)) + E, in float64 (einsum and @ are other kernels):
+    # W X sums 196 terms (S = |W| |x|), LayerNorm over d = 32 channels
+    # passes errors on scaled by about 1 / sigma (|LN| <= sqrt(d) times the
+    # variance's relative error), GELU's slope is below 1.13
+    g64, x64 = copy.deepcopy(glad).double(), x.double()
+    with torch.no_grad():
+        wx = g64.weight @ x64
+        ref = torch.nn.functional.gelu(g64.norm(wx)) + g64.pos_embed
+        sigma = (wx.var(-1, unbiased=False) + g64.norm.eps).sqrt()
+        scale = 4 * (float((g64.weight.abs() @ x64.abs()).max() /
+                           sigma.min()) + 32**0.5)
+        torch.testing.assert_close(
+            g64(x64), ref, rtol=0,
+            atol=rounding_tol(torch.float64, 196 + 2 * 32 + 8, scale))
     # E re-embeds positions: the same token content at different output
-    # positions differs by E
+    # positions differs by E. Exactly: the 'pool' rows hold 2 or 3 weights
+    # 1/2 or fl(1/3), whose sums are exactly 1 in float32, so W 1 = 1, LN of
+    # a constant row is 0 and GELU(0) = 0
     const = torch.ones(1, 196, 32)
     out = glad(const)[0]
-    torch.testing.assert_close(out - out[0], glad.pos_embed[0] -
-                               glad.pos_embed[0, 0], atol=1e-5, rtol=0)
+    assert_equal(out - out[0], glad.pos_embed[0] - glad.pos_embed[0, 0])
     assert glad.pos_embed.std() > 0
-    # 'pool' init: rows are averages of consecutive tokens
-    torch.testing.assert_close(glad.weight.sum(1), torch.ones(126))
+    # 'pool' init: rows are averages of consecutive tokens (sums exactly 1)
+    assert_equal(glad.weight.sum(1), torch.ones(126))
     y.sum().backward()
     assert glad.weight.grad.abs().sum() > 0 and \
         glad.pos_embed.grad.abs().sum() > 0
@@ -143,7 +191,8 @@ def test_flops_formulas():
 
 def test_retained_energy():
     e = retained_energy([3., 0., 4.])
-    assert e == pytest.approx([0, 16 / 25, 1, 1])
+    # 16 / 25 and 25 / 25 are single correctly rounded divisions: exact
+    assert e == [0, 16 / 25, 1, 1]
 
 
 def brute_force(sigmas, n, d, P, Q, eta, candidates, extra=1):
@@ -176,15 +225,22 @@ def test_glad_search_equals_brute_force(eta, seed):
     if ref is None:
         assert got is None
         return
-    assert got['am'] == pytest.approx(ref[0], abs=1e-9)
+    # the search and the brute force both take AMs within 1e-12 as equal
+    # (and the search's Pareto fronts may keep, per layer, an entry 1e-12
+    # worse): the best AMs agree within (L + 1) 1e-12; their own rounding
+    # (sums of <= L energies <= 1 in float64) is ~1e-15
+    assert got['am'] == pytest.approx(ref[0], rel=0, abs=(L + 1) * 1e-12)
     assert got['ratio'] <= eta
     assert len(got['glad_layers']) <= Q
     assert all(P < l < L for l in got['glad_layers'])
     assert got['glad_tokens'] == sorted(got['glad_tokens'], reverse=True)
     # what it reports is what its architecture has
+    # the same <= L energies <= 1, summed by the search and by
+    # accuracy_metric: 2 gamma_L L in float64
     assert got['am'] == pytest.approx(
         accuracy_metric(sigmas, n, P, got['glad_layers'],
-                        got['glad_tokens']))
+                        got['glad_tokens']),
+        rel=0, abs=rounding_tol(torch.float64, L, L))
     assert got['flops'] == architecture_flops(n, d, L, range(1, P + 1),
                                               got['glad_layers'],
                                               got['glad_tokens'], 1)

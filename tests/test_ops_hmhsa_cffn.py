@@ -1,4 +1,7 @@
 """hMHSA and cFFN operators (mmvitaccel.ops.hmhsa, mmvitaccel.ops.cffn)."""
+import copy
+import math
+
 import pytest
 import torch
 import torch.nn as nn
@@ -12,6 +15,8 @@ from mmvitaccel.ops import (AttentionHallucination, CompactLinear,
                             hmhsa_params, mhsa_flops, split_qkv_weights,
                             switch_to_deploy)
 from mmvitaccel.analysis.flops import count_flops, count_params
+
+from .tolerance import assert_equal, rounding_tol
 
 
 class HalluAttention(nn.Module):
@@ -51,6 +56,53 @@ def _train_bn(module, shape, steps=3):
     module.eval()
 
 
+def _rep_terms(layer, positions=0):
+    """Accumulation length of a RepLinear: its ``in_features`` products,
+    with batch statistics the mean and the variance over ``positions``, the
+    sum of the branches and a few roundings (BatchNorm's and the fold's)."""
+    return layer.in_features + 2 * positions + layer.num_branches + 8
+
+
+def _rep_scale(layer, x, a, batch=False):
+    """Summed magnitudes through a training-form RepLinear, for Higham's
+    bound ``2 gamma_n S`` (tests/tolerance.py).
+
+    Branch ``i`` is ``(y_i - mu_i) gamma_i / sigma_i + beta_i`` with ``y_i
+    = x W_i^T``: the errors of ``y_i`` (sums of ``|x| |W_i|``; ``a >= |x|``
+    also bounds the errors ``x`` carries in), of the mean and of the
+    variance (relative, times ``|y_i - mu_i|``), and the fold's roundings
+    all reach the output scaled by ``|gamma_i| / sigma_i``.
+
+    Args:
+        x (Tensor): the input ``(..., in)``, for the batch statistics.
+        a (Tensor): a bound of ``|x|``, same shape.
+        batch (bool): batch statistics (training) or the running ones.
+
+    Returns:
+        tuple: ``S`` per position ``(M, out)`` (``sum_i (a |W_i|^T +
+        |mu_i|) |gamma_i| / sigma_i + |beta_i|``), the output ``(M, out)``
+        (computed without touching the running statistics), and the scale
+        of the running statistics' updates, ``max (a |W_i|^T + |mu_i|)^2``
+        (at least that of the means).
+    """
+    flat = x.reshape(-1, layer.in_features)
+    a = a.reshape(-1, layer.in_features)
+    scale, out, stats = 0, 0, 0.
+    for w, norm in zip(layer.weights, layer.norms):
+        y, s_y = flat @ w.t(), a @ w.abs().t()
+        if batch:
+            mu, var = y.mean(0), y.var(0, unbiased=False)
+        else:
+            mu, var = norm.running_mean, norm.running_var
+        sigma = (var + norm.eps).sqrt()
+        scale = scale + (s_y + mu.abs()) * norm.weight.abs() / sigma + \
+            norm.bias.abs()
+        out = out + (y - mu) * norm.weight / sigma + norm.bias
+        stats = max(stats, float((s_y + mu.abs()).max())**2,
+                    float(s_y.max()))
+    return scale, out, stats
+
+
 @pytest.mark.parametrize('branches', [1, 2, 3])
 def test_rep_linear_deploy_equals_training_form(branches):
     torch.manual_seed(0)
@@ -59,11 +111,14 @@ def test_rep_linear_deploy_equals_training_form(branches):
     x = torch.randn(2, 9, 24, dtype=torch.double)
     with torch.no_grad():
         ref = layer(x)
+        # float64, eval mode: the same function up to rounding
+        tol = rounding_tol(x.dtype, _rep_terms(layer),
+                           float(_rep_scale(layer, x, x.abs())[0].max()))
         layer.switch_to_deploy()
         out = layer(x)
     assert layer.deploy and not hasattr(layer, 'norms')
     assert isinstance(layer.fused, nn.Linear)
-    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out, ref, rtol=0, atol=tol)
 
 
 @pytest.mark.parametrize('channel_dim,shape', [(-1, (2, 13, 64)),
@@ -71,15 +126,22 @@ def test_rep_linear_deploy_equals_training_form(branches):
 def test_compact_linear_deploy_equals_training_form(channel_dim, shape):
     torch.manual_seed(1)
     layer = CompactLinear(64, 16, ratio=0.5, branches=2,
-                          channel_dim=channel_dim)
+                          channel_dim=channel_dim).double()
     _train_bn(layer, shape)
-    x = torch.randn(*shape)
+    x = torch.randn(*shape, dtype=torch.float64)
     with torch.no_grad():
         ref = layer(x)
+        # float64, two chained folds: the same function up to rounding; the
+        # first factor's bound is the second's input magnitude
+        xt = x.movedim(1, -1) if channel_dim == 1 else x
+        s_u, mid, _ = _rep_scale(layer.u, xt, xt.abs())
+        s_v = _rep_scale(layer.v, mid, s_u)[0]
+        tol = rounding_tol(x.dtype,
+                           _rep_terms(layer.u) + _rep_terms(layer.v),
+                           float(s_v.max()))
         switch_to_deploy(layer)
         out = layer(x)
-    # float32, two chained folds: agreement to float32 rounding
-    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out, ref, rtol=0, atol=tol)
     # k = t m C / (m + 1) with mC = 64, C = 16 (m = 4): 0.5 * 64 * 16 / 80
     assert layer.rank == round(0.5 * 4 * 16 / 5)
     assert layer.u.fused.weight.shape == (layer.rank, 64)
@@ -95,17 +157,46 @@ def test_compact_linear_on_maps_equals_token_form(deploy):
     maps = CompactLinear(48, 12, branches=2, channel_dim=1).double()
     maps.load_state_dict(tokens.state_dict())
     x = torch.randn(3, 48, 5, 7, dtype=torch.float64) * 2 + 1
-    ref = tokens(x.movedim(1, -1)).movedim(-1, 1)
+    # float64; other kernels (batched products, BatchNorm on (B, C, L)):
+    # equal up to rounding, with the batch statistics over M = 105
+    # positions in the accumulation length
+    M, xt = 3 * 5 * 7, x.movedim(1, -1)
+    with torch.no_grad():
+        s_u, mid, stats_u = _rep_scale(tokens.u, xt, xt.abs(), batch=True)
+        s_v, _, stats_v = _rep_scale(tokens.v, mid, s_u, batch=True)
+    terms = _rep_terms(tokens.u, M) + _rep_terms(tokens.v, M)
+    ref = tokens(xt).movedim(-1, 1)
     out = maps(x)  # training mode: batch statistics over B, H and W
-    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(maps.state_dict(), tokens.state_dict())
+    torch.testing.assert_close(out, ref, rtol=0,
+                               atol=rounding_tol(x.dtype, terms,
+                                                 float(s_v.max())))
+    # the parameters are untouched, the running statistics each took one
+    # update from its own forward: the means' and variances' rounding
+    state, ref_state = maps.state_dict(), tokens.state_dict()
+    assert state.keys() == ref_state.keys()
+    for key, value in state.items():
+        if 'running' in key:
+            torch.testing.assert_close(
+                value, ref_state[key], rtol=0,
+                atol=rounding_tol(x.dtype, terms, max(stats_u, stats_v)))
+        else:
+            assert_equal(value, ref_state[key], msg=key)
     if deploy:
+        # both fold the same statistics (they agree to rounding, above):
+        # the folded products then differ by rounding only
+        maps.load_state_dict(ref_state)
         switch_to_deploy(tokens.eval())
         switch_to_deploy(maps.eval())
         with torch.no_grad():
+            a = xt.abs()
+            w_u, b_u = tokens.u.fused.weight, tokens.u.fused.bias
+            w_v, b_v = tokens.v.fused.weight, tokens.v.fused.bias
+            scale = (a @ w_u.abs().t() + b_u.abs()) @ w_v.abs().t() + \
+                b_v.abs()
             torch.testing.assert_close(
-                maps(x), tokens(x.movedim(1, -1)).movedim(-1, 1),
-                rtol=1e-12, atol=1e-12)
+                maps(x), tokens(xt).movedim(-1, 1), rtol=0,
+                atol=rounding_tol(x.dtype, 48 + tokens.rank + 4,
+                                  float(scale.max())))
 
 
 def test_compact_linear_trains_its_branches():
@@ -173,7 +264,12 @@ def test_ihh_is_a_depthwise_conv_on_the_key_grid():
     for n in range(Nq):
         ref = F.conv2d(attn[:, :, n].reshape(2, G, H, W), ihh.conv.weight,
                        padding=1, groups=G)
-        torch.testing.assert_close(out[:, :, n], ref.flatten(2))
+        # another convolution kernel: sums of 9 taps, S = |w| * |attn|
+        scale = F.conv2d(attn[:, :, n].reshape(2, G, H, W).abs(),
+                         ihh.conv.weight.abs(), padding=1, groups=G)
+        torch.testing.assert_close(
+            out[:, :, n], ref.flatten(2), rtol=0,
+            atol=rounding_tol(attn.dtype, 9 + 1, float(scale.max())))
     with pytest.raises(ValueError, match='IHH expects'):
         ihh(attn, (H, W + 1))
 
@@ -181,10 +277,10 @@ def test_ihh_is_a_depthwise_conv_on_the_key_grid():
 def test_hallucinated_attention_formula():
     torch.manual_seed(0)
     B, h, N, d, grid = 2, 4, 1 + 9, 8, (3, 3)
-    hallu = AttentionHallucination(h)
-    q, k = torch.randn(2, B, h // 2, N, d)
-    v = torch.randn(B, h, N, d)
-    mask = torch.zeros(N, N)
+    hallu = AttentionHallucination(h).double()  # float64: see the bound
+    q, k = torch.randn(2, B, h // 2, N, d, dtype=torch.float64)
+    v = torch.randn(B, h, N, d, dtype=torch.float64)
+    mask = torch.zeros(N, N, dtype=torch.float64)
     mask[:, -1] = -100.0
     out = hallucinated_attention(q, k, v, hallu, grid, 1, mask=mask)
     real = q @ k.transpose(-2, -1) / d**0.5
@@ -192,26 +288,63 @@ def test_hallucinated_attention_formula():
     source[..., -1] = 0  # masked scores do not feed IHH
     maps = torch.cat((real, hallu.chh(hallu.ihh(source, grid, 1))), dim=1)
     ref = (maps + mask).softmax(-1) @ v
-    torch.testing.assert_close(out, ref)
+    # rounding bound of the attention: a map entry sums d products, 9 IHH
+    # taps and h / 2 CHH terms (S_l: the same with |q|, |k|, |weights|);
+    # its error becomes a relative error of the probabilities, doubled by
+    # the shift by the row's maximum; the row sums and the products with v
+    # add N terms each: n = 2 (d + 9 + h / 2 + 4) + 2 N + 6, relative to
+    # max|v| (1 + S_l)
+    with torch.no_grad():
+        absolute = copy.deepcopy(hallu)
+        for p in absolute.parameters():
+            p.abs_()
+        s_real = q.abs() @ k.abs().transpose(-2, -1) / d**0.5
+        s_l = float(torch.cat(
+            (s_real, absolute.chh(absolute.ihh(s_real, grid, 1))),
+            dim=1).max())
+    n = 2 * (d + 9 + h // 2 + 4) + 2 * N + 6
+    tol = rounding_tol(v.dtype, n, float(v.abs().max()) * (1 + s_l))
+    torch.testing.assert_close(out, ref, rtol=0, atol=tol)
+
+    def masked_weight_bound(maps):
+        """A masked key's weight is at most exp(l_j - 100 - max of the
+        row's other logits), and the row's sum is at least 1 after the
+        shift: rounding adds a few float64 ulps."""
+        spread = float((maps[..., -1] - maps[..., :-1].amax(-1)).max())
+        return math.exp(spread - 100) * (1 + rounding_tol(maps.dtype, N))
+
     # the masked key gets (almost) no weight in any of the h maps
     attn = (maps + mask).softmax(-1)
-    assert attn[..., -1].max() < 1e-30
-    # and its key/value do not matter at all, even through IHH neighbours
+    bound = masked_weight_bound(maps)
+    assert attn[..., -1].max() <= bound < 1e-30
+    # and its key/value do not matter, even through IHH neighbours: they
+    # enter only through the masked column, weight <= the bound, besides
+    # rounding
     k2, v2 = k.clone(), v.clone()
     k2[..., -1, :] += 3.0
     v2[..., -1, :] += 3.0
     out2 = hallucinated_attention(q, k2, v2, hallu, grid, 1, mask=mask)
-    torch.testing.assert_close(out2, out)
+    real2 = q @ k2.transpose(-2, -1) / d**0.5
+    maps2 = torch.cat((real2, maps[:, h // 2:]), dim=1)
+    leak = 2 * max(bound, masked_weight_bound(maps2)) * float(
+        v2.abs().max())
+    with torch.no_grad():
+        s_l2 = max(s_l, float((q.abs() @ k2.abs().transpose(-2, -1) /
+                               d**0.5).max()))
+    torch.testing.assert_close(
+        out2, out, rtol=0,
+        atol=leak + rounding_tol(v.dtype, n,
+                                 float(v2.abs().max()) * (1 + s_l2)))
 
 
 def test_split_qkv_weights_keeps_first_half_of_the_heads():
     C = 8
     w, b = torch.randn(3 * C, 5), torch.randn(3 * C)
     parts = split_qkv_weights(w, b)
-    torch.testing.assert_close(parts['q.weight'], w[:4])
-    torch.testing.assert_close(parts['k.weight'], w[8:12])
-    torch.testing.assert_close(parts['v.weight'], w[16:])
-    torch.testing.assert_close(parts['v.bias'], b[16:])
+    assert_equal(parts['q.weight'], w[:4])  # slices: bit-exact
+    assert_equal(parts['k.weight'], w[8:12])
+    assert_equal(parts['v.weight'], w[16:])
+    assert_equal(parts['v.bias'], b[16:])
 
 
 @pytest.mark.parametrize('c,h,grid,num_extra', [(64, 4, (7, 7), 0),

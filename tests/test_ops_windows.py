@@ -9,6 +9,8 @@ from mmvitaccel.ops import (covered_token_windows, covered_tokens_mask,
                             pad_to_multiple, region_windows_with_tokens,
                             window_partition, window_reverse)
 
+from .tolerance import assert_rounding_close
+
 
 def test_pad_and_partition_roundtrip():
     x = torch.randn(2, 10, 13, 4)
@@ -31,7 +33,7 @@ def _reference_regions(x, w, k):
     and whether each position lies inside the map."""
     B, H, W, C = x.shape
     left = (k - w) // 2
-    big = torch.zeros(B, H + k, W + k, C)
+    big = x.new_zeros(B, H + k, W + k, C)
     big[:, left:left + H, left:left + W] = x
     inside = torch.zeros(H + k, W + k, dtype=torch.bool)
     inside[left:left + H, left:left + W] = True
@@ -72,7 +74,7 @@ def test_neighbourhood_matches_slicing():
 def test_regions_longer_than_the_map_are_clipped_exactly(H, W, w, k):
     """A region longer than an axis reads the whole axis once: fewer keys,
     the same masked attention as the full zero-padded region."""
-    x = torch.randn(1, H, W, 4)
+    x = torch.randn(1, H, W, 4, dtype=torch.double)
     valid = torch.ones(H, W, dtype=torch.bool)
     valid[H - 2:, :] = False  # padding rows
     keys, key_valid = neighbourhood_windows(x, valid, w, k)
@@ -80,10 +82,15 @@ def test_regions_longer_than_the_map_are_clipped_exactly(H, W, w, k):
     ref_keys, ref_inside = _reference_regions(x, w, k)
     ref_valid = ref_inside & _reference_regions(
         valid[None, ..., None].float(), w, k)[0][..., 0].bool()
-    q = torch.randn(keys.shape[0], w * w, 4)
-    torch.testing.assert_close(
-        _masked_attention(q, keys, key_valid),
-        _masked_attention(q, ref_keys, ref_valid))
+    q = torch.randn(keys.shape[0], w * w, 4, dtype=torch.double)
+    # float64, sums of d = 4 and of <= k^2 keys (twice) in another layout;
+    # logits up to 4 max|q| max|x| (their rounding moves the weights by as
+    # much, relative) times values up to max|x|
+    scale = float(x.abs().max()) * (1 + 4 * float(q.abs().max() *
+                                                  x.abs().max()))
+    assert_rounding_close(_masked_attention(q, keys, key_valid),
+                          _masked_attention(q, ref_keys, ref_valid),
+                          4 + 2 * k * k, scale)
 
 
 def test_neighbourhood_ignores_padding_content():

@@ -15,6 +15,8 @@ from mmvitaccel.ops import (additive_mask, attention_logits, attention_probs,
                             relative_position_bias, relative_position_index,
                             window_mask)
 
+from .tolerance import assert_equal, assert_rounding_close
+
 #: modest and deterministic: no example database written into the tree
 PROPS = settings(max_examples=30, deadline=None, database=None,
                  derandomize=True)
@@ -50,8 +52,10 @@ def test_masked_softmax_is_the_softmax_over_the_allowed_keys(
     probs = masked_softmax(logits, allowed)
     assert (probs[~allowed] == 0).all()
     reference = logits.masked_fill(~allowed, float('-inf')).softmax(-1)
-    torch.testing.assert_close(probs, reference)
-    torch.testing.assert_close(probs.sum(-1), torch.ones(2, rows))
+    # bit-exact: the same softmax, exp(MASKED_LOGIT - max) is 0 as exp(-inf)
+    assert_equal(probs, reference)
+    # float32: the softmax's sum and this one, <= 9 terms each, scale 1
+    assert_rounding_close(probs.sum(-1), torch.ones(2, rows), 2 * keys, 1.)
     assert torch.equal(probs, masked_softmax(logits, additive_mask(allowed)))
     assert torch.equal(mask_logits(logits), logits)
 
@@ -81,19 +85,29 @@ def test_attention_probs_match_the_fused_kernel(seed, heads, nq, nk, d,
     """``attention_probs(q, k) @ v`` equals torch's scaled dot-product
     attention with the same scale, bias and bool mask."""
     g = _gen(seed)
-    q = torch.randn(2, heads, nq, d, generator=g)
-    k, v = (torch.randn(2, heads, nk, d, generator=g) for _ in range(2))
-    bias = torch.randn(heads, nq, nk, generator=g) if use_bias else None
+    double = dict(generator=g, dtype=torch.double)
+    q = torch.randn(2, heads, nq, d, **double)
+    k, v = (torch.randn(2, heads, nk, d, **double) for _ in range(2))
+    bias = torch.randn(heads, nq, nk, **double) if use_bias else None
     allowed = _allowed(g, 2, 1, nq, nk)
     scale = d**-0.5
     probs = attention_probs(q, k, scale, bias, allowed)
     assert probs.shape == (2, heads, nq, nk)
-    fused_mask = additive_mask(allowed) + (0 if bias is None else bias)
+    fused_mask = additive_mask(allowed, q.dtype) + \
+        (0 if bias is None else bias)
     fused = F.scaled_dot_product_attention(q, k, v, attn_mask=fused_mask,
                                            scale=scale)
-    torch.testing.assert_close(probs @ v, fused, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(attention_logits(q, k, scale),
-                               q @ k.transpose(-2, -1) * scale)
+    # float64, the other kernel's order: sums of d products (logits up to
+    # S = d scale max|q| max|k| + max|bias|, whose rounding moves the
+    # weights by as much, relative), softmax and values over nk keys
+    logit_scale = d * scale * float(q.abs().max() * k.abs().max()) + (
+        0. if bias is None else float(bias.abs().max()))
+    assert_rounding_close(probs @ v, fused, d + 2 * nk,
+                          float(v.abs().max()) * (1 + logit_scale))
+    # (q scale) k^T against (q k^T) scale: d products and one more product
+    assert_rounding_close(attention_logits(q, k, scale),
+                          q @ k.transpose(-2, -1) * scale, d + 1,
+                          d * scale * float(q.abs().max() * k.abs().max()))
 
 
 @PROPS

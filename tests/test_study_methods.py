@@ -15,6 +15,7 @@ from mmengine.runner import Runner
 from mmvitaccel.apis import add_checkpoint_check
 from mmvitaccel.models.distill.teacher import TeacherMixin
 
+from .tolerance import assert_equal, rounding_tol
 from .utils import (REPO, parameter_updates, small_digits_run,
                     trainable_state)
 
@@ -149,8 +150,8 @@ def test_method_starts_from_the_host_trains_and_predicts(name, host, dgssa,
     same = [k for k in state
             if k in host_state and state[k].shape == host_state[k].shape]
     assert len(same) >= 0.6 * len(host_state)
-    for k in same:
-        torch.testing.assert_close(state[k], host_state[k], msg=k)
+    for k in same:  # loaded copies
+        assert_equal(state[k], host_state[k], msg=k)
     new = [k for k in state if k not in same and 'teacher_glads' not in k]
     stray = [k for k in new if not any(f in k for f in NEW[name])]
     assert not stray, f'{name}: not from the host and not its own: {stray}'
@@ -161,7 +162,7 @@ def test_method_starts_from_the_host_trains_and_predicts(name, host, dgssa,
         teacher = model.teacher.state_dict()
         prefix = '' if 'backbone.cls_token' in teacher else 'backbone.'
         for k, v in teacher.items():
-            torch.testing.assert_close(v, host_state[prefix + k], msg=k)
+            assert_equal(v, host_state[prefix + k], msg=k)
 
     # two steps: every trainable parameter gets a gradient, the new ones
     # included (STViT's inter-window mixing starts to from the second step:
@@ -224,17 +225,27 @@ def test_hvit_folds_to_the_same_predictions(host, tmp_path):
     out = str(tmp_path / 'deploy.pth')
     argv = [osp.join(REPO, entry['config']), ckpt, out, *entry['fold']['args']]
     diff = tool.main(argv)
-    assert diff < 1e-4
+    # the tool's float32 check: rounding through the study's host (12
+    # layers of C = 64 at 65 tokens: ~800 terms each, n < 1e4) of the class
+    # token after a LayerNorm (|y| < 8 = sqrt(C) for unit weights); the
+    # float64 check below is the tight one
+    assert diff < rounding_tol(torch.float32, 10_000, 8.)
     deploy_cfg = _cfg(entry)
     deploy_cfg.merge_from_dict(entry['fold']['test_options'])
     deploy = tool.build(deploy_cfg)
     deploy.load_state_dict(torch.load(out)['state_dict'])
-    x = torch.randn(4, 3, 32, 32)
+    x = torch.randn(4, 3, 32, 32, dtype=torch.double)
     trained.eval()
     deploy.eval()
     with torch.no_grad():
-        torch.testing.assert_close(deploy(x, mode='tensor'),
-                                   trained(x, mode='tensor'),
-                                   atol=1e-4, rtol=1e-4)
+        # float64: only the tool's float32 folding differs, <= 4 roundings
+        # of each folded weight in U and V of 12 cFFN layers (n = 96,
+        # relative to the logits), beside float64 rounding (n < 1e4)
+        ref = trained.double()(x, mode='tensor')
+        out = deploy.double()(x, mode='tensor')
+    scale = float(ref.abs().max())
+    assert float((out - ref).abs().max()) <= \
+        rounding_tol(torch.float32, 96, scale) + \
+        rounding_tol(torch.float64, 10_000, scale)
     assert sum(p.numel() for p in deploy.parameters()) < sum(
         p.numel() for p in trained.parameters())

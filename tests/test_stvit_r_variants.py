@@ -239,7 +239,9 @@ def test_reuse_shapes_padding_and_every_parameter_used(kwargs, monkeypatch):
     ref = _build(**kwargs)
     outs = model(x)
     assert [o.shape for o in outs] == [o.shape for o in ref(x)]
-    assert not torch.allclose(outs[2], ref(x)[2])
+    # reuse changes the stage (~5-10% of its largest output here); float32
+    # rounding alone would change it by ~1e-6 of that
+    assert (outs[2] - ref(x)[2]).abs().max() > 1e-2 * outs[2].abs().max()
     assert_padding_invariant(model, x, dumbbell_swin_stage, monkeypatch)
     model.train()
     random_readout(model(torch.randn(2, 3, 64, 96))).backward()

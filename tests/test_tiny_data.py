@@ -273,6 +273,8 @@ def test_coco_ground_truth_scores_full_ap(small_data):
             masks=torch.from_numpy(gt.masks.to_ndarray()).bool())
         metric.process({}, [sample.to_dict()])
     results = metric.evaluate(len(dataset))
+    # a metric, not a rounding comparison: the ground truth scores full AP,
+    # which CocoMetric reports to 3 decimals (hence 1e-3)
     assert results['coco/bbox_mAP'] == pytest.approx(1.0, abs=1e-3)
     assert results['coco/segm_mAP'] == pytest.approx(1.0, abs=1e-3)
 

@@ -6,6 +6,8 @@ from mmpretrain.models import VisionTransformer
 import mmvitaccel  # noqa: F401
 from mmvitaccel.models import TokenPrunedVisionTransformer, TokenRestoreNeck
 
+from .tolerance import assert_equal, assert_rounding_close
+
 TINY = dict(embed_dims=32, num_layers=4, num_heads=2, feedforward_channels=64)
 KW = dict(arch=TINY, img_size=64, patch_size=8, out_indices=(0, 1, 2, 3),
           final_norm=False)
@@ -28,7 +30,8 @@ def _models(**kwargs):
 
 def test_restored_grid_masked_equals_dropped_and_keeps_the_tokens():
     _, ours = _models(selector='mass', mass_threshold=0.6)
-    x = torch.randn(2, 3, 64, 64)
+    ours.double()
+    x = torch.randn(2, 3, 64, 64, dtype=torch.double)
     with torch.no_grad():
         dropped = ours(x)
         masks = ours.keep_masks
@@ -40,17 +43,20 @@ def test_restored_grid_masked_equals_dropped_and_keeps_the_tokens():
     for d, m in zip(dropped, masked):
         grid_d, grid_m = d.restore(), m.restore()
         assert grid_d.shape == (2, 32, 8, 8)
-        torch.testing.assert_close(grid_d, grid_m, atol=1e-5, rtol=1e-5)
+        # float64, masked attention over all tokens against the kept ones:
+        # patch conv (192) and 4 layers of ~370 (norms, qkv, proj, fc1 of
+        # 32, fc2 64, d = 16, 65 tokens twice): n < 2000
+        assert_rounding_close(grid_d, grid_m, 2000)
     # kept positions hold the final tokens; a position pruned before layer 1
     # holds its layer-0 output
     grid = last.restore().flatten(2).transpose(1, 2)  # (B, N, C)
     for b in range(2):
         index = last.index[b][last.alive[b]]
-        torch.testing.assert_close(grid[b, index],
-                                   last.tokens[b, 1:][last.alive[b]])
+        assert_equal(grid[b, index],  # scattered copies
+                     last.tokens[b, 1:][last.alive[b]])
         early = (~masks[0][b]).nonzero().flatten()
         first = dropped[0].restore().flatten(2).transpose(1, 2)
-        torch.testing.assert_close(grid[b, early], first[b, early])
+        assert_equal(grid[b, early], first[b, early])
 
 
 def test_dense_restore_is_upstream_featmap_and_pyramid_scales():

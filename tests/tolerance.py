@@ -19,7 +19,10 @@ magnitude the compared values, or the intermediates they are made from, reach.
 Where the two paths run the same kernels on the same data, the result is
 bit-exact: compare with :func:`assert_equal`, not with a tolerance.
 """
+from contextlib import contextmanager
+
 import torch
+import torch.nn as nn
 
 
 def rounding_tol(dtype, terms, scale=1.0):
@@ -70,3 +73,62 @@ def assert_equal(actual, expected, msg=''):
     """Bit-exact equality (same path, same kernels): values, shape, dtype."""
     torch.testing.assert_close(actual, expected, rtol=0, atol=0, msg=msg
                                or None, equal_nan=True)
+
+
+def attention_tol(q, k, v, scale, terms=0):
+    """Rounding bound of ``softmax(q k^T scale) v`` computed two ways.
+
+    A logit is a sum of ``d`` products (error ``gamma_d S_l``, ``S_l =
+    scale |q| |k|^T``); the softmax turns logit errors into relative errors
+    of the probabilities, doubled by the shift by the row's maximum, and
+    adds ``gamma_T`` for the row sum and a few roundings; the product with
+    ``v`` adds ``gamma_T``. Per side ``|error| <= max(1, max|v|) (1 + S_l)
+    gamma_n``, ``n = 2 d + 2 T + 6`` (``+ terms``: sums made of the
+    probabilities and the context, e.g. scores); two sides:
+    :func:`rounding_tol`.
+
+    Args:
+        q (Tensor): ``(..., Lq, d)``.
+        k, v (Tensor): ``(..., T, d)``.
+        scale (float): the logits' factor.
+        terms (int): further accumulation length after the attention.
+    """
+    d, T = q.shape[-1], k.shape[-2]
+    s_l = float(((q.abs() * scale) @ k.abs().transpose(-2, -1)).max())
+    return rounding_tol(q.dtype, 2 * d + 2 * T + 6 + terms,
+                        max(1., float(v.abs().max())) * (1 + s_l))
+
+
+@contextmanager
+def summed_magnitude(model):
+    """``S`` of Higham's bound for the forwards of ``model`` run inside:
+    yields a list whose ``max`` is, after them, a bound of the sums of
+    ``|terms|`` of their products and LayerNorms (``max|x| max_i sum_j
+    |W_ij| + max|b|``; ``(|x| + |mu|) |gamma| / sigma + |beta|``), and at
+    least the largest activation and 1 (read by hooks; the weights are
+    seeded, the same on any CPU)."""
+    found = [1.]
+
+    def linear(m, args, out):
+        bias = 0. if m.bias is None else float(m.bias.abs().max())
+        found.append(
+            float(args[0].abs().max()) *
+            float(m.weight.abs().sum(1).max()) + bias)
+        found.append(float(out.abs().max()))
+
+    def norm(m, args, out):
+        x = args[0]
+        mu = x.mean(-1, keepdim=True)
+        sigma = (x.var(-1, unbiased=False, keepdim=True) + m.eps).sqrt()
+        found.append(float(((x.abs() + mu.abs()) / sigma * m.weight.abs() +
+                            m.bias.abs()).max()))
+
+    hooks = [
+        m.register_forward_hook(linear if isinstance(m, nn.Linear) else norm)
+        for m in model.modules() if isinstance(m, (nn.Linear, nn.LayerNorm))
+    ]
+    try:
+        yield found
+    finally:
+        for h in hooks:
+            h.remove()

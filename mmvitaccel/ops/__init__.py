@@ -22,14 +22,18 @@ from .hmhsa import (AttentionHallucination, check_even_heads,
 from .hmhsa_fused import (fused_hallucinated_attention, hallucinated_keys,
                           key_filter_operator,
                           stacked_hallucinated_attention)
+from .host_masks import (host_valid, padded_shape, regions_all_valid,
+                         semantic_all_valid, semantic_extent,
+                         semantic_valid_host, unpadded)
+from .host_sync import HOST_READS, host_read, recorded_host_reads
 from .inference_cache import eager_inference, weight_cache
 from .stvit import (adaptive_bins, bin_indices, CENTRE_POOLINGS, check_pooling,
                     IntraInterPooling, pool_centres, POOLING_MODES)
+from .token_dropping import (gather_tokens, kept_indices, pad_kept_tokens,
+                             restore_tokens)
 from .token_pruning import (asvit_score, batch_mean_keep_mask, BATCH_MODES,
-                            cls_attention_score, gather_tokens,
-                            kept_indices, MASK_MODES, masked_attention,
-                            mass_keep_mask, pad_kept_tokens, random_score,
-                            restore_tokens, SCORERS, SELECTORS,
+                            cls_attention_score, MASK_MODES, masked_attention,
+                            mass_keep_mask, random_score, SCORERS, SELECTORS,
                             threshold_keep_mask, tis_score, topk_keep_mask,
                             value_keep_count, value_keep_counts)
 from .tracing import is_capturing
@@ -71,5 +75,8 @@ __all__ = [
     'window_reverse', 'check_placement', 'covered_token_windows',
     'region_windows_with_tokens',
     'covered_tokens_mask', 'REGION_PLACEMENTS', 'valid_extent',
-    'is_capturing', 'sdpa_mask'
+    'is_capturing', 'sdpa_mask', 'HOST_READS', 'host_read',
+    'recorded_host_reads', 'host_valid', 'padded_shape', 'regions_all_valid',
+    'semantic_all_valid', 'semantic_extent', 'semantic_valid_host',
+    'unpadded'
 ]

@@ -65,7 +65,10 @@ import torch
 from .attention import MASKED_LOGIT  # noqa: F401 (the old home's name)
 from .attention import attention_logits, masked_softmax
 from .checks import check_choice
-from .tracing import is_capturing
+from .host_sync import host_read
+# dropping tokens for real lives in its own module; the names stay here too
+from .token_dropping import (gather_tokens, kept_indices,  # noqa: F401
+                             pad_kept_tokens, restore_tokens)
 
 SCORERS = ('tis', 'asvit', 'cls', 'random')
 SELECTORS = ('value', 'mass', 'threshold')
@@ -330,6 +333,8 @@ def batch_mean_keep_mask(scores, keep):
     tokens, its highest-scoring ones.
 
     ``K = round(mean_b |keep_b|)``; each image keeps its top ``K`` scores.
+    The mean is read on the host (:func:`~.host_sync.host_read`,
+    ``'batch_mean_token_count'``; ``N`` on the ``meta`` device).
 
     Args:
         scores (Tensor): ``(B, N)``.
@@ -338,77 +343,10 @@ def batch_mean_keep_mask(scores, keep):
     Returns:
         Tensor: ``(B, N)`` bool, ``K`` tokens per row.
     """
-    count = int(math.floor(keep.sum(dim=-1).float().mean().item() + 0.5))
+    mean = host_read(keep.sum(dim=-1).float().mean(),
+                     float(keep.shape[-1]), 'batch_mean_token_count')
+    count = int(math.floor(mean + 0.5))
     return topk_keep_mask(scores, max(1, count))
-
-
-# --- dropping tokens ---------------------------------------------------------
-
-
-def kept_indices(keep):
-    """Indices of the kept tokens of each row, ascending, padded.
-
-    Args:
-        keep (Tensor): ``(B, N)`` bool.
-
-    Returns:
-        tuple[Tensor, Tensor]: ``(B, K_max)`` indices (padding takes the
-        row's pruned positions, ascending, so that a row's indices are
-        distinct) and ``(B, K_max)`` bool validity; ``K_max`` is the largest
-        count (at least 1).
-    """
-    counts = keep.sum(dim=-1)
-    N = keep.shape[-1]
-    if is_capturing():  # a data-dependent size in the graph
-        k_max = counts.max().clamp_min(1).item()
-        torch._check(k_max >= 1)
-        torch._check(k_max <= N)
-    else:
-        k_max = max(1, int(counts.max().item()))
-    # stable order: kept tokens first, in ascending position
-    key = (~keep).to(torch.int64) * N + torch.arange(
-        N, device=keep.device)
-    order = key.argsort(dim=-1)[:, :k_max]
-    valid = torch.arange(k_max, device=keep.device)[None] < counts[:, None]
-    return order, valid
-
-
-def gather_tokens(x, index):
-    """``x[b, index[b, k]]``.
-
-    Args:
-        x (Tensor): ``(B, N, C)``.
-        index (Tensor): ``(B, K)``.
-
-    Returns:
-        Tensor: ``(B, K, C)``.
-    """
-    return x.gather(1, index[..., None].expand(-1, -1, x.shape[-1]))
-
-
-def pad_kept_tokens(tokens, keep, num_extra_tokens=1):
-    """Drop pruned patch tokens, padding to the largest count in the batch.
-
-    Args:
-        tokens (Tensor): ``(B, E + N, C)``, ``E = num_extra_tokens``.
-        keep (Tensor): ``(B, N)`` bool over the patch tokens.
-        num_extra_tokens (int): ``E``, kept in front.
-
-    Returns:
-        tuple[Tensor, Tensor, Tensor]: tokens ``(B, E + K_max, C)``; the
-        kept positions ``(B, K_max)`` (indices into the ``N`` patches); the
-        key mask ``(B, E + K_max)`` bool, False at padding (``None`` when no
-        row is padded).
-    """
-    index, valid = kept_indices(keep)
-    extra = tokens[:, :num_extra_tokens]
-    kept = gather_tokens(tokens[:, num_extra_tokens:], index)
-    out = torch.cat((extra, kept), dim=1)
-    if not is_capturing() and bool(valid.all()):
-        return out, index, None
-    key_mask = torch.cat((valid.new_ones(valid.shape[0], num_extra_tokens),
-                          valid), dim=1)
-    return out, index, key_mask
 
 
 def value_keep_counts(alive, density):
@@ -427,25 +365,3 @@ def value_keep_counts(alive, density):
     alive = alive.to(torch.float64)
     total = torch.floor(density * (alive + 1) + 0.5)
     return torch.minimum(alive, (total - 1).clamp_min(1)).long()
-
-
-def restore_tokens(full, tokens, index, valid=None):
-    """Scatter kept tokens back onto the full patch grid.
-
-    Args:
-        full (Tensor): ``(B, N, C)`` features of every position (for the
-            pruned ones: their features when they were dropped).
-        tokens (Tensor): ``(B, K, C)`` the kept tokens.
-        index (Tensor): ``(B, K)`` their positions in ``0 .. N-1``.
-        valid (Tensor, optional): ``(B, K)`` bool; padding is not written.
-
-    Returns:
-        Tensor: ``(B, N, C)``, ``full`` with ``full[b, index[b, k]] =
-        tokens[b, k]``.
-    """
-    if valid is not None and (is_capturing() or not bool(valid.all())):
-        # padding slots write the position's own value back
-        tokens = torch.where(valid[..., None], tokens,
-                             gather_tokens(full, index))
-    return full.scatter(1, index[..., None].expand(-1, -1, full.shape[-1]),
-                        tokens)

@@ -10,6 +10,8 @@ padding. Padding added here is the same for every image of a batch, so the
 masks have no batch dimension: ``(Hp, Wp)`` for maps and
 ``(num_windows, tokens)`` for windows.
 """
+import functools
+
 import torch
 import torch.nn.functional as F
 
@@ -80,12 +82,17 @@ def window_reverse(windows, window, height, width):
     return x.permute(0, 1, 3, 2, 4, 5).reshape(-1, height, width, C)
 
 
-def mask_or_none(valid):
+def mask_or_none(valid, all_valid=None):
     """A key validity mask, or None when every key is valid, so that
     attention takes its faster unmasked path.
 
     Args:
         valid (Tensor): bool mask of any shape.
+        all_valid (bool, optional): whether ``valid`` is all True, decided
+            on the host (for masks made from padding, from the shapes:
+            :mod:`~mmvitaccel.ops.host_masks`). Without it the mask is
+            read, a device-to-host synchronisation on an accelerator (and
+            an error on ``meta``); the backbones always give it.
 
     Returns:
         Tensor | None: ``valid``, or None if it is all True (never None
@@ -93,7 +100,9 @@ def mask_or_none(valid):
     """
     if is_capturing():
         return valid
-    return None if bool(valid.all()) else valid
+    if all_valid is None:
+        all_valid = bool(valid.all())
+    return None if all_valid else valid
 
 
 #: where a ``size x size`` key region sits around its window:
@@ -316,17 +325,39 @@ def covered_tokens_mask(valid, window, size, tokens, placement='centred'):
     return mask.reshape(rows.shape[0] * cols.shape[0], -1)
 
 
-def _covered_coords(covered, window, size, tokens):
+@functools.lru_cache(maxsize=256)
+def _host_covered_count(extent, real, window, size, placement):
+    """The largest number of windows a region covers along one axis of
+    real length ``real`` (an int), computed on the CPU."""
+    covered = _covered_axis(extent, torch.tensor(real), window, size,
+                            placement, 'cpu')
+    return int(covered.sum(1).max())
+
+
+def _covered_counts(hw, extents, window, size, placement):
+    """:func:`_host_covered_count` of both axes, or ``(None, None)``
+    without the real ``hw`` or under graph capture."""
+    if hw is None or is_capturing():
+        return None, None
+    return tuple(
+        _host_covered_count(int(n), int(r), window, size, placement)
+        for n, r in zip(extents, hw))
+
+
+def _covered_coords(covered, window, size, tokens, count=None):
     """Token-grid coordinates of the covered windows along one axis: the
     covered windows of a region are consecutive, ``[c0, c0 + count)``;
-    every region reads ``m`` windows from ``c0``, ``m`` the largest count,
-    the extra ones marked. Under graph capture ``m`` is the bound
+    every region reads ``m`` windows from ``c0``, ``m`` the largest count
+    (``count``, known on the host; without it read from ``covered``), the
+    extra ones marked. Under graph capture ``m`` is the bound
     ``size // window + 1`` windows (no host read of the count; the extra
     ones are marked too, the attention is the same)."""
     n = covered.shape[0]
     if is_capturing():
         m = torch.sym_min(n, size // window + 1) * tokens
-    else:
+    elif count is not None:
+        m = count * tokens
+    else:  # no host facts: a device-to-host synchronisation
         m = int(covered.sum(1).max()) * tokens
     first = covered.int().argmax(1)
     stop = (first + covered.sum(1)) * tokens
@@ -335,7 +366,7 @@ def _covered_coords(covered, window, size, tokens):
 
 
 def covered_token_windows(grid, grid_valid, valid, window, size,
-                          placement='centred'):
+                          placement='centred', hw=None):
     """Gather, for every window, the per-window tokens of the windows that
     lie entirely in its region (see :func:`covered_tokens_mask`).
 
@@ -348,6 +379,9 @@ def covered_token_windows(grid, grid_valid, valid, window, size,
         window (int): window side on the map.
         size (int): region side on the map, ``>= window``.
         placement (str): ``'centred'`` or ``'inside'``.
+        hw (tuple[int, int], optional): the real map ``(H, W)`` of which
+            ``valid`` is the padding mask, known on the host; without it
+            the number of covered windows is read from the device.
 
     Returns:
         tuple[Tensor, Tensor]: tokens ``(B * nW, Kh * Kw, C)`` in the window
@@ -358,17 +392,18 @@ def covered_token_windows(grid, grid_valid, valid, window, size,
     H, W = valid.shape
     tokens = grid.shape[1] * window // H
     real = valid_extent(valid)
+    counts = _covered_counts(hw, (H, W), window, size, placement)
     rows = _covered_coords(
         _covered_axis(H, real[0], window, size, placement, valid.device),
-        window, size, tokens)
+        window, size, tokens, counts[0])
     cols = _covered_coords(
         _covered_axis(W, real[1], window, size, placement, valid.device),
-        window, size, tokens)
+        window, size, tokens, counts[1])
     return _gather_regions(grid, grid_valid, *rows, *cols)
 
 
 def region_windows_with_tokens(x, valid, grid, grid_valid, window, size,
-                               placement='centred'):
+                               placement='centred', hw=None):
     """:func:`covered_token_windows` then :func:`neighbourhood_windows`,
     concatenated per window, in one gather.
 
@@ -384,6 +419,8 @@ def region_windows_with_tokens(x, valid, grid, grid_valid, window, size,
         window (int): window side on the map.
         size (int): region side on the map, ``>= window``.
         placement (str): ``'centred'`` or ``'inside'``.
+        hw (tuple[int, int], optional): as in
+            :func:`covered_token_windows`.
 
     Returns:
         tuple[Tensor, Tensor]: keys ``(B * nW, K_t + K, C)``, the covered
@@ -393,12 +430,13 @@ def region_windows_with_tokens(x, valid, grid, grid_valid, window, size,
     B, H, W, C = x.shape
     tokens = grid.shape[1] * window // H
     real = valid_extent(valid)
+    counts = _covered_counts(hw, (H, W), window, size, placement)
     t_index, t_mask = _region_index(
         grid_valid, *_covered_coords(
             _covered_axis(H, real[0], window, size, placement, x.device),
-            window, size, tokens), *_covered_coords(
+            window, size, tokens, counts[0]), *_covered_coords(
                 _covered_axis(W, real[1], window, size, placement, x.device),
-                window, size, tokens))
+                window, size, tokens, counts[1]))
     starts = (_region_starts(H, real[0], window, size, placement, x.device),
               _region_starts(W, real[1], window, size, placement, x.device))
     m_index, m_mask = _region_index(

@@ -19,7 +19,7 @@ Swin configuration and the checkpoint loading) and STViT's own
 (:class:`STViTSwinTransformer`).
 """
 
-from ...ops import check_pooling
+from ...ops import check_pooling, padded_shape, semantic_all_valid
 from ...registry import MODELS
 from ..layers import CrossAttentionSwinBlock
 from ..layers.semantic_swin_stage import (SemanticGlobalBlockSequence,
@@ -261,10 +261,15 @@ class STViTSwinTransformer(SemanticSwinTransformer):
             if i < self.semantic_stage:
                 x, hw_shape, out, out_shape = stage(x, hw_shape)
             elif i == self.semantic_stage:
+                # every semantic token valid? decided on the host
+                w = stage.window_size
+                all_valid = semantic_all_valid(
+                    hw_shape, padded_shape(hw_shape, w), w,
+                    stage.semantic_window)
                 x, hw_shape, out, out_shape, valid = stage(x, hw_shape)
             else:
                 x, hw_shape, out, out_shape, valid = stage(
-                    x, hw_shape, valid)
+                    x, hw_shape, valid, all_valid)
             if i in self.out_indices:
                 outs.append(self._output(i, out, out_shape, valid))
         return tuple(outs)

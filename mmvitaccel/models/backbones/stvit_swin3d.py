@@ -19,7 +19,8 @@ from mmaction.models.backbones.swin import (SwinTransformer3D,
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModule
 
-from ...ops import check_pooling, pad_to_multiple, window_reverse
+from ...ops import (check_pooling, pad_to_multiple, padded_shape,
+                    semantic_all_valid, window_reverse)
 from ...registry import MODELS
 from ..layers import cross_attention, project_key_values
 from ..layers.semantic_swin_stage import (SemanticSwinBlockSequence,
@@ -151,14 +152,16 @@ class STViTSwinBlockSequence3D(SemanticSwinBlockSequence):
         x, valid = pad_to_multiple(x.view(B * D, H, W, C), w)
         grid = (x.shape[1] // w * s, x.shape[2] // w * s)
         _, sem, sem_valid = self.generate(0, self.blocks[i],
-                                          self.blocks[i + 1], x, valid)
+                                          self.blocks[i + 1], x, valid,
+                                          hw=(H, W))
+        all_valid = semantic_all_valid((H, W), x.shape[1:3], w, s)
         clip_valid = sem_valid.reshape(-1).repeat(D)
         for j, block in enumerate(self.blocks[i + 2:]):
             if j % 2 == 0:  # local: a window's tokens in one frame
-                sem = self.attend_local(block, sem, sem_valid)
+                sem = self.attend_local(block, sem, sem_valid, all_valid)
             else:  # global: every semantic token of the clip
                 sem = self.attend_global(block, sem.view(B, -1, C),
-                                         clip_valid).view_as(sem)
+                                         clip_valid, all_valid).view_as(sem)
         out = window_reverse(sem, s, *grid).view(B, -1, C)
         valid = window_reverse(sem_valid[..., None], s, *grid).view(-1)
         valid = valid.repeat(D)
@@ -352,9 +355,13 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
                     x = layer.downsample(x)
                 x = x.permute(0, 4, 1, 2, 3)
             elif i == self.semantic_stage:
+                # every semantic token valid? decided on the host
+                hw, w = x.shape[3:], layer.window_size
+                all_valid = semantic_all_valid(hw, padded_shape(hw, w), w,
+                                               layer.semantic_window)
                 x, grid, out, _, valid = layer(x)
             else:
-                x, grid, out, _, valid = layer(x, grid, valid)
+                x, grid, out, _, valid = layer(x, grid, valid, all_valid)
             if i in self.out_indices:
                 out = getattr(self, f'norm{i}')(out)
                 if valid is not None:  # (B, D*s_H*s_W, C) -> NCDHW

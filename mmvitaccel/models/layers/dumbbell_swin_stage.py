@@ -18,7 +18,8 @@ import contextlib
 import torch.nn as nn
 from mmengine.model import ModuleList
 
-from ...ops import pad_to_multiple, window_reverse
+from ...ops import (pad_to_multiple, semantic_all_valid, semantic_extent,
+                    unpadded, window_reverse)
 from .semantic_swin_stage import SemanticSwinBlockSequence
 from .stvit_authors import authors_stgm
 
@@ -163,7 +164,7 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         finally:
             self.poolers, self._fixed_pooling = poolers, fixed
 
-    def generate(self, g, stgm1, stgm2, x, valid, initial=None):
+    def generate(self, g, stgm1, stgm2, x, valid, initial=None, hw=None):
         """STGM of unit ``g``: the paper's form
         (:meth:`SemanticSwinBlockSequence.generate`) or the authors'
         (:meth:`generate_authors`); same arguments and returns, plus
@@ -171,25 +172,27 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         pool ``x``)."""
         with self._given_initial_centres(initial):
             if self.stgm_form == 'authors':
-                return self.generate_authors(g, stgm1, stgm2, x, valid)
+                return self.generate_authors(g, stgm1, stgm2, x, valid, hw)
             if self.global_centres is not None and self._centres(g) is None:
                 with self._without_centres():
-                    return super().generate(g, stgm1, stgm2, x, valid)
-            return super().generate(g, stgm1, stgm2, x, valid)
+                    return super().generate(g, stgm1, stgm2, x, valid, hw)
+            return super().generate(g, stgm1, stgm2, x, valid, hw)
 
-    def generate_authors(self, g, stgm1, stgm2, x, valid):
+    def generate_authors(self, g, stgm1, stgm2, x, valid, hw=None):
         """STGM of unit ``g`` in the form of the authors' released code:
         :func:`~mmvitaccel.models.layers.stvit_authors.authors_stgm`."""
         return authors_stgm(self, g, self._centres(g), stgm1, stgm2, x,
-                            valid)
+                            valid, hw)
 
-    def attend_semantic(self, blocks, sem, sem_valid):
+    def attend_semantic(self, blocks, sem, sem_valid, all_valid=None):
         """Semantic blocks alternating local and global (local first).
 
         Args:
             blocks (Sequence[CrossAttentionSwinBlock]): the blocks.
             sem (Tensor): ``(B * nW, w_s^2, C)``.
             sem_valid (Tensor): ``(nW, w_s^2)`` bool.
+            all_valid (bool, optional): ``sem_valid`` is all True (known on
+                the host; else it is read).
 
         Returns:
             Tensor: ``(B * nW, w_s^2, C)``.
@@ -197,15 +200,15 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         nW = sem_valid.shape[0]
         for j, block in enumerate(blocks):
             if j % 2 == 0:
-                sem = self.attend_local(block, sem, sem_valid)
+                sem = self.attend_local(block, sem, sem_valid, all_valid)
             else:
                 shape = sem.shape
                 sem = self.attend_global(
                     block, sem.reshape(shape[0] // nW, -1, shape[2]),
-                    sem_valid).view(shape)
+                    sem_valid, all_valid).view(shape)
         return sem
 
-    def recover(self, blocks, windows, sem, sem_valid, shape):
+    def recover(self, blocks, windows, sem, sem_valid, shape, hw=None):
         """Recovery: ``X = MHA(X, S_r, S_r) + X`` on the semantic grid, by
         each block in turn (the same ``S``).
 
@@ -215,6 +218,8 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
             sem (Tensor): ``(B * nW, w_s^2, C)``.
             sem_valid (Tensor): ``(nW, w_s^2)`` bool.
             shape (torch.Size): the padded map ``(B, Hp, Wp, C)``.
+            hw (tuple[int, int], optional): the real map ``(H, W)``: the
+                masks are decided on the host (else read).
 
         Returns:
             Tensor: the padded map ``(B, Hp, Wp, C)``.
@@ -224,14 +229,18 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         nh, nw = Hp // w, Wp // w
         grid_valid = window_reverse(sem_valid[..., None], s, nh * s,
                                     nw * s)[0, ..., 0]
+        # the semantic grid's validity is a padding mask of this extent
+        grid_hw = semantic_extent(hw, (Hp, Wp), w, s)
         for block in blocks:
             grid = window_reverse(block.key_values(sem), s, nh * s, nw * s)
             windows = self.attend_regions(block, windows, grid, grid_valid,
-                                          s, self.recovery_window)
+                                          s, self.recovery_window,
+                                          hw=grid_hw)
         return window_reverse(windows, w, Hp, Wp)
 
-    def _unit(self, u, x, valid, initial=None):
-        """Run dumbbell unit ``u`` on the padded map ``x (B, Hp, Wp, C)``.
+    def _unit(self, u, x, valid, initial=None, hw=None):
+        """Run dumbbell unit ``u`` on the padded map ``x (B, Hp, Wp, C)``
+        of the real map ``hw = (H, W)`` (None: masks read from ``valid``).
 
         Returns:
             tuple: the map, the STGM output ``(S2, valid)`` and the
@@ -239,15 +248,20 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         """
         img, stgm1, stgm2, local, glob, recovery = self.blocks[6 * u:6 * u +
                                                                6]
-        x = img(x, valid if self.mask_padding else None)
+        padded_hw = x.shape[1:3]
+        x = img(x, valid if self.mask_padding else None,
+                unpadded(hw, padded_hw))
         # STGM: P = pool(X) (or reused), S1 = MHA(P, X_k1, X_k1) + P,
         # S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + S1
         windows, sem, sem_valid = self.generate(u, stgm1, stgm2, x, valid,
-                                                initial)
+                                                initial, hw)
         generated = (sem, sem_valid)
         # semantic blocks: local (one window's s*s tokens), then global
-        sem = self.attend_semantic((local, glob), sem, sem_valid)
-        x = self.recover((recovery, ), windows, sem, sem_valid, x.shape)
+        sem = self.attend_semantic(
+            (local, glob), sem, sem_valid,
+            semantic_all_valid(hw, padded_hw, self.window_size,
+                               self.semantic_window))
+        x = self.recover((recovery, ), windows, sem, sem_valid, x.shape, hw)
         return x, generated, (sem, sem_valid)
 
     def _output(self, x, hw_shape):
@@ -273,7 +287,8 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
             x, valid = pad_to_multiple(x.view(B, H, W, C), self.window_size)
             initial = None
             for u in range(self.num_units):
-                x, generated, processed = self._unit(u, x, valid, initial)
+                x, generated, processed = self._unit(u, x, valid, initial,
+                                                     (H, W))
                 if self.semantic_reuse:
                     if self.reuse_from == 'previous_unit':
                         initial = processed
@@ -324,8 +339,13 @@ class SingleRecoverySwinBlockSequence(DumbbellSwinBlockSequence):
         H, W = hw_shape
         x, valid = pad_to_multiple(x.view(B, H, W, C), self.window_size)
         windows, sem, sem_valid = self.generate(0, self.blocks[i],
-                                                self.blocks[i + 1], x, valid)
+                                                self.blocks[i + 1], x, valid,
+                                                hw=(H, W))
         r = len(self.blocks) - self.num_recovery
-        sem = self.attend_semantic(self.blocks[i + 2:r], sem, sem_valid)
-        x = self.recover(self.blocks[r:], windows, sem, sem_valid, x.shape)
+        sem = self.attend_semantic(
+            self.blocks[i + 2:r], sem, sem_valid,
+            semantic_all_valid((H, W), x.shape[1:3], self.window_size,
+                               self.semantic_window))
+        x = self.recover(self.blocks[r:], windows, sem, sem_valid, x.shape,
+                         (H, W))
         return self._output(x[:, :H, :W].reshape(B, H * W, C), hw_shape)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from mmdet.models.backbones.swin import SwinBlock
 
-from ...ops import (additive_mask, is_capturing, sdpa_mask,
+from ...ops import (additive_mask, mask_or_none, sdpa_mask,
                     window_partition, window_reverse)
 
 
@@ -209,12 +209,15 @@ class MaskedWindowSwinBlock(SwinBlock):
         super().__init__(embed_dims, num_heads, feedforward_channels,
                          window_size=window_size, **kwargs)
 
-    def forward(self, x, valid=None):
+    def forward(self, x, valid=None, all_valid=None):
         """W-MSA + FFN on a padded map.
 
         Args:
             x (Tensor): ``(B, Hp, Wp, C)``, sides multiples of the window.
             valid (Tensor, optional): ``(Hp, Wp)`` bool, False on padding.
+            all_valid (bool, optional): whether nothing is padded, known on
+                the host (:func:`~mmvitaccel.ops.host_masks.unpadded`);
+                without it ``valid`` is read (a synchronisation).
 
         Returns:
             Tensor: ``(B, Hp, Wp, C)``.
@@ -222,8 +225,8 @@ class MaskedWindowSwinBlock(SwinBlock):
         window = self.attn.window_size
         B, Hp, Wp, C = x.shape
         mask = None
-        if valid is not None and (is_capturing()
-                                  or not bool(valid.all())):
+        if valid is not None and \
+                mask_or_none(valid, all_valid) is not None:
             key_valid = window_partition(valid, window)  # (nW, w*w)
             # (nW, w*w, w*w): MASKED_LOGIT on padded keys, every window
             # holds a valid key (the padding is less than a window)

@@ -12,7 +12,8 @@ and STViT-R share lives here:
   stages that attend globally among semantic tokens,
   :class:`SemanticGlobalBlockSequence`;
 * the checks of the STGM sizes and positions (:func:`check_semantic_windows`,
-  :func:`resolve_stgm_index`, :func:`check_stgm_fits`).
+  :func:`resolve_stgm_index`, :func:`check_stgm_fits`), from
+  :mod:`~mmvitaccel.models.layers.semantic_checks`.
 """
 import functools
 
@@ -21,91 +22,20 @@ import torch.nn as nn
 from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
-from ...ops import (IntraInterPooling, check_choice, check_placement,
-                    covered_tokens_mask, mask_or_none, neighbourhood_mask,
-                    neighbourhood_windows, pad_to_multiple, pool_centres,
-                    region_windows_with_tokens, window_partition,
+from ...ops import (IntraInterPooling, covered_tokens_mask, mask_or_none,
+                    neighbourhood_mask, neighbourhood_windows,
+                    pad_to_multiple, pool_centres, region_windows_with_tokens,
+                    regions_all_valid, semantic_all_valid, window_partition,
                     window_reverse)
-from ..utils import check_int, check_int_pair
+# the build-time checks live in their own module; the names stay here too
+from .semantic_checks import (STGM2_KEYS, STGM_INDEX,  # noqa: F401
+                              check_semantic_windows, check_stgm_fits,
+                              check_stgm_keys, resolve_stgm_index)
 
 #: windows whose key regions hold at least this share of the map attend to
 #: the whole map under a mask instead of gathering a copy of their region
 #: (overlapping gathers copy the map many times over)
 DENSE_REGION_SHARE = 0.5
-
-#: keys and values of STGM-2: ``'semantic_and_image'``, the paper's
-#: ``Concat(S1, X)`` (Eq. 3), or ``'image'``, ``X`` only (the authors'
-#: detection code)
-STGM2_KEYS = ('semantic_and_image', 'image')
-
-#: 0-based stage-3 index of STGM-1: (paper default, "move STGM" variant)
-STGM_INDEX = {'tiny': (2, 1), 'small': (10, 8), 'base': (10, 8)}
-
-
-def resolve_stgm_index(arch, stgm_index, move_stgm):
-    """The block index of STGM-1: ``stgm_index`` if given, else the paper's
-    position for ``arch`` (or its "move STGM" variant)."""
-    if stgm_index is not None:
-        return stgm_index
-    if arch not in STGM_INDEX:  # None for a dict arch
-        raise ValueError('stgm_index is needed with a custom arch')
-    return STGM_INDEX[arch][int(move_stgm)]
-
-
-def check_semantic_windows(semantic_window, key_windows, window):
-    """Check the STGM sizes of a Swin with ``window x window`` windows.
-
-    Args:
-        semantic_window (int): ``w_s``, in ``1 .. window`` (adaptive pooling
-            bins of the window; it need not divide it).
-        key_windows (tuple[int, int]): ``(k1, k2)``, each ``>= window``
-            (a region around the window, the window included) and
-            ``k1 <= k2``: STGM-2 refines STGM-1's tokens over a context at
-            least as wide (the paper's 10 -> 14, the authors' 14 -> 21).
-        window (int): the Swin window side ``w``.
-
-    Returns:
-        tuple[int, tuple[int, int]]: ``semantic_window`` and ``key_windows``.
-
-    Raises:
-        TypeError: a float ``semantic_window``, or ``key_windows`` not a
-            list/tuple of ints (e.g. a bare int).
-        ValueError: sizes out of range, or ``k1 > k2``.
-    """
-    semantic_window = check_int(
-        'semantic_window', semantic_window, 1, window,
-        hint=f'semantic tokens per side of a {window}x{window} window')
-    key_windows = check_int_pair(
-        'key_windows', key_windows, low=window, example=(10, 14),
-        hint='the region sides (k1, k2) of STGM-1 and STGM-2, at least '
-        'the window size')
-    if key_windows[0] > key_windows[1]:
-        raise ValueError(f'key_windows must not decrease: STGM-2 attends to '
-                         f'a region at least as large as STGM-1 (k1 <= k2, '
-                         f'e.g. (10, 14)), got {key_windows}')
-    return semantic_window, key_windows
-
-
-def check_stgm_keys(stgm2_keys, key_region):
-    """Check the STGM key options at build time.
-
-    Args:
-        stgm2_keys (str): one of :data:`STGM2_KEYS`.
-        key_region (str): one of
-            :data:`~mmvitaccel.ops.windows.REGION_PLACEMENTS`.
-
-    Raises:
-        ValueError: an unknown value, naming the parameter and the choices.
-    """
-    check_choice('stgm2_keys', stgm2_keys, STGM2_KEYS)
-    check_placement(key_region)
-
-
-def check_stgm_fits(stgm_index, depth, stage):
-    """Raise a clear error unless STGM-1 and STGM-2 fit the stage."""
-    if not 0 <= stgm_index <= depth - 2:
-        raise ValueError(f'STGM at blocks ({stgm_index}, {stgm_index + 1}) '
-                         f'does not fit stage {stage} of {depth} blocks')
 
 
 class SemanticSwinBlockSequence(BaseModule):
@@ -171,7 +101,7 @@ class SemanticSwinBlockSequence(BaseModule):
             for g in self.global_centres:
                 trunc_normal_(g, std=.02)
 
-    def generate(self, g, stgm1, stgm2, x, valid):
+    def generate(self, g, stgm1, stgm2, x, valid, hw=None):
         """STGM ``g``: semantic tokens of every window of a padded map.
 
         Args:
@@ -181,6 +111,8 @@ class SemanticSwinBlockSequence(BaseModule):
             x (Tensor): ``(B, Hp, Wp, C)`` image tokens, sides multiples of
                 the window.
             valid (Tensor): ``(Hp, Wp)`` bool, False on padding.
+            hw (tuple[int, int], optional): the real ``(H, W)``: masks are
+                decided on the host (else read from ``valid``).
 
         Returns:
             tuple[Tensor, Tensor, Tensor]: the image windows
@@ -201,7 +133,7 @@ class SemanticSwinBlockSequence(BaseModule):
         # once on the map, then taken per window
         sem = self.attend_regions(stgm1, centres, stgm1.key_values(x), valid,
                                   w, self.key_windows[0],
-                                  placement=self.key_region)
+                                  placement=self.key_region, hw=hw)
         # STGM-2 (Eq. 3): S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + S1,
         # G on the queries only; the S1 keys are those of the windows in
         # the region (stgm2_keys='image': X_k2 only)
@@ -217,12 +149,13 @@ class SemanticSwinBlockSequence(BaseModule):
         sem = self.attend_regions(stgm2, query, stgm2.key_values(x), valid,
                                   w, self.key_windows[1], shortcut=sem,
                                   placement=self.key_region,
-                                  semantic=semantic)
+                                  semantic=semantic, hw=hw)
         return windows, sem, sem_valid
 
     @staticmethod
     def attend_regions(block, queries, kv_map, valid, window, size,
-                       shortcut=None, placement='centred', semantic=None):
+                       shortcut=None, placement='centred', semantic=None,
+                       hw=None):
         """Each window's queries attend to the ``size x size`` region of a
         map around the window: ``MHA(q, K_region, V_region) + q``, FFN; with
         ``semantic``, to ``[S_region; X_region]`` (Eq. 3), ``S_region`` the
@@ -252,19 +185,28 @@ class SemanticSwinBlockSequence(BaseModule):
             semantic (tuple[Tensor, Tensor], optional): projected per-window
                 tokens on their grid ``(B, nh * t, nw * t, 2C)`` and their
                 validity ``(nh * t, nw * t)``, put before the image keys.
+            hw (tuple[int, int], optional): the real extent of which
+                ``valid`` is the padding mask: masks decided on the host.
 
         Returns:
             Tensor: ``(B * nW, Lq, C)``.
         """
         B, H, W, C2 = kv_map.shape
-        if min(size, H) * min(size, W) < DENSE_REGION_SHARE * H * W:
+        dense = min(size, H) * min(size, W) >= DENSE_REGION_SHARE * H * W
+        all_valid = regions_all_valid(
+            hw, (H, W), window, size, placement,
+            None if semantic is None else semantic[0].shape[1] * window // H,
+            dense)
+        if not dense:
             if semantic is None:
                 kv, key_valid = neighbourhood_windows(kv_map, valid, window,
                                                       size, placement)
             else:  # the covered tokens, then the region: one gather
                 kv, key_valid = region_windows_with_tokens(
-                    kv_map, valid, *semantic, window, size, placement)
-            return block(queries, kv, mask_or_none(key_valid), shortcut)
+                    kv_map, valid, *semantic, window, size, placement,
+                    hw=hw)
+            return block(queries, kv, mask_or_none(key_valid, all_valid),
+                         shortcut)
         N, Lq, C = queries.shape
         kv = kv_map.reshape(B, H * W, C2)
         mask = neighbourhood_mask(valid, window, size, placement)
@@ -275,7 +217,7 @@ class SemanticSwinBlockSequence(BaseModule):
             mask = torch.cat(
                 (covered_tokens_mask(valid, window, size, t, placement)
                  & grid_valid.reshape(1, -1), mask), dim=1)
-        mask = mask_or_none(mask)
+        mask = mask_or_none(mask, all_valid)
         if mask is not None:  # (nW, Lk) -> one row per query, (1, nW*Lq, Lk)
             mask = mask.repeat_interleave(Lq, dim=0)[None]
         out = block(queries.reshape(B, -1, C), kv, mask,
@@ -283,7 +225,7 @@ class SemanticSwinBlockSequence(BaseModule):
         return out.view(N, Lq, C)
 
     @staticmethod
-    def attend_local(block, sem, sem_valid):
+    def attend_local(block, sem, sem_valid, all_valid=None):
         """Semantic local block: attention among the ``w_s x w_s`` tokens
         of each window, ``S = MHA(S_win, S_win, S_win) + S_win``, FFN.
 
@@ -291,14 +233,17 @@ class SemanticSwinBlockSequence(BaseModule):
             block (CrossAttentionSwinBlock): the block.
             sem (Tensor): ``(B * nW, w_s * w_s, C)``.
             sem_valid (Tensor): ``(nW, w_s * w_s)`` bool.
+            all_valid (bool, optional): ``sem_valid`` is all True (known on
+                the host; else it is read).
 
         Returns:
             Tensor: ``(B * nW, w_s * w_s, C)``.
         """
-        return block(sem, block.key_values(sem), mask_or_none(sem_valid))
+        return block(sem, block.key_values(sem),
+                     mask_or_none(sem_valid, all_valid))
 
     @staticmethod
-    def attend_global(block, sem, sem_valid):
+    def attend_global(block, sem, sem_valid, all_valid=None):
         """Semantic global block: attention among all semantic tokens of an
         image, ``S = MHA(S, S, S) + S``, FFN.
 
@@ -306,12 +251,13 @@ class SemanticSwinBlockSequence(BaseModule):
             block (CrossAttentionSwinBlock): the block.
             sem (Tensor): ``(B, L, C)`` (any token order).
             sem_valid (Tensor): ``(L, )`` bool, in the same order.
+            all_valid (bool, optional): as in :meth:`attend_local`.
 
         Returns:
             Tensor: ``(B, L, C)``.
         """
         return block(sem, block.key_values(sem),
-                     mask_or_none(sem_valid.reshape(1, -1)))
+                     mask_or_none(sem_valid.reshape(1, -1), all_valid))
 
 
 class STViTSwinBlockSequence(SemanticSwinBlockSequence):
@@ -357,13 +303,15 @@ class STViTSwinBlockSequence(SemanticSwinBlockSequence):
         x, valid = pad_to_multiple(x.view(B, *hw_shape, C), w)
         grid_shape = (x.shape[1] // w * s, x.shape[2] // w * s)
         _, sem, sem_valid = self.generate(0, self.blocks[i],
-                                          self.blocks[i + 1], x, valid)
+                                          self.blocks[i + 1], x, valid,
+                                          hw=hw_shape)
+        all_valid = semantic_all_valid(hw_shape, x.shape[1:3], w, s)
         for j, block in enumerate(self.blocks[i + 2:]):
             if j % 2 == 0:
-                sem = self.attend_local(block, sem, sem_valid)
+                sem = self.attend_local(block, sem, sem_valid, all_valid)
             else:
                 sem = self.attend_global(block, sem.view(B, -1, C),
-                                         sem_valid).view_as(sem)
+                                         sem_valid, all_valid).view_as(sem)
         out = window_reverse(sem, s, *grid_shape).view(B, -1, C)
         valid = window_reverse(sem_valid[..., None], s, *grid_shape)
         valid = valid.view(-1)
@@ -385,18 +333,21 @@ class SemanticGlobalBlockSequence(BaseModule):
         self.blocks = blocks
         self.expand = expand
 
-    def forward(self, x, grid_shape, valid):
+    def forward(self, x, grid_shape, valid, all_valid=None):
         """Args:
             x (Tensor): ``(B, L, C)`` semantic tokens.
             grid_shape (tuple[int, int]): their grid, ``s_H * s_W = L``.
             valid (Tensor): ``(L, )`` bool.
+            all_valid (bool, optional): ``valid`` is all True (known on the
+                host, :func:`~mmvitaccel.ops.semantic_all_valid`; else read).
 
         Returns:
             tuple: ``(x_down, grid_shape, out, grid_shape, valid)`` as
             :meth:`STViTSwinBlockSequence.forward`.
         """
         for block in self.blocks:
-            x = SemanticSwinBlockSequence.attend_global(block, x, valid)
+            x = SemanticSwinBlockSequence.attend_global(block, x, valid,
+                                                        all_valid)
         x_down = x if self.expand is None else self.expand(x)
         return x_down, grid_shape, x, grid_shape, valid
 

@@ -13,8 +13,8 @@ import torch
 import torch.nn as nn
 from mmengine.model import BaseModule
 
-from ...ops import (attention_probs, is_capturing, mask_logits,
-                    pad_to_multiple, static_attention, window_mask,
+from ...ops import (attention_probs, mask_logits, mask_or_none,
+                    pad_to_multiple, static_attention, unpadded, window_mask,
                     window_partition, window_reverse)
 from ...ops import relative_position_bias as gather_relative_position_bias
 
@@ -251,15 +251,17 @@ class StaticShiftWindowMSA(BaseModule):
                 new.w_msa.static_logits.copy_(logits)
         return new.to(msa.qkv.weight.device)
 
-    def attention_mask(self, valid):
+    def attention_mask(self, valid, all_valid=None):
         """Bool mask ``(nW, w^2, w^2)`` of the shifted, padded map, or None
         when every key is allowed.
 
         Args:
             valid (Tensor): ``(Hp, Wp)`` bool, already shifted.
+            all_valid (bool, optional): whether nothing is padded, known on
+                the host; without it ``valid`` is read (a synchronisation).
         """
         w, s = self.window_size, self.shift_size
-        if s == 0 and not is_capturing() and bool(valid.all()):
+        if s == 0 and mask_or_none(valid, all_valid) is None:
             return None
         labels = window_partition(
             shift_regions(*valid.shape, w, s, valid.device), w)
@@ -285,7 +287,8 @@ class StaticShiftWindowMSA(BaseModule):
             x = torch.roll(x, shifts=(-s, -s), dims=(1, 2))
             valid = torch.roll(valid, shifts=(-s, -s), dims=(0, 1))
         windows = window_partition(x, w)
-        windows = self.w_msa(windows, self.attention_mask(valid))
+        windows = self.w_msa(windows, self.attention_mask(
+            valid, unpadded((H, W), (Hp, Wp))))
         x = window_reverse(windows, w, Hp, Wp)
         if s:
             x = torch.roll(x, shifts=(s, s), dims=(1, 2))

@@ -17,13 +17,16 @@ lists them. This module holds the pieces:
 * :func:`authors_stgm`: their STGM (no residual in STGM-1, ``[P; X]`` and
   ``[S1; X]`` keys).
 """
+import functools
+
 import torch
 import torch.nn as nn
 from mmcv.cnn import ConvModule
 from mmcv.cnn.bricks.transformer import LayerScale
 from mmdet.models.backbones.swin import ShiftWindowMSA
 
-from ...ops import mask_or_none, window_partition
+from ...ops import (host_valid, is_capturing, mask_or_none,
+                    semantic_all_valid, unpadded, window_partition)
 from .semantic_attention import CrossAttentionSwinBlock
 
 
@@ -198,7 +201,24 @@ def _region_kv(block, x, valid, window, size, per_region, extra=None,
     return kv, key_valid
 
 
-def authors_stgm(seq, g, G, stgm1, stgm2, x, valid):
+@functools.lru_cache(maxsize=256)
+def _inside_regions_all_valid(hw, padded_hw, window, size):
+    """Whether every key of :func:`inside_regions` is valid on an
+    ``hw`` map padded to ``padded_hw``, on the host (a CPU twin)."""
+    x = torch.zeros(1, *padded_hw, 1)
+    _, valid = inside_regions(x, host_valid(hw, padded_hw), window, size)
+    return bool(valid.all())
+
+
+def _keys_all_valid(hw, padded_hw, window, size, sem_all_valid):
+    """Host-known: ``[S; region]`` keys all valid (None: unknown)."""
+    if sem_all_valid is None or hw is None or is_capturing():
+        return None
+    return sem_all_valid and _inside_regions_all_valid(
+        tuple(hw), tuple(padded_hw), window, size)
+
+
+def authors_stgm(seq, g, G, stgm1, stgm2, x, valid, hw=None):
     """STGM in the form of the authors' released classification code.
 
     * STGM-1: ``S1 = MHA(P, [P; X_k1], [P; X_k1])`` with no residual
@@ -219,6 +239,8 @@ def authors_stgm(seq, g, G, stgm1, stgm2, x, valid):
         stgm2 (CrossAttentionSwinBlock): STGM layer 2.
         x (Tensor): ``(B, Hp, Wp, C)``, sides multiples of the window.
         valid (Tensor): ``(Hp, Wp)`` bool, False on padding.
+        hw (tuple[int, int], optional): the real map ``(H, W)``: the masks
+            are decided on the host (else read from ``valid``).
 
     Returns:
         tuple[Tensor, Tensor, Tensor]: as
@@ -234,10 +256,13 @@ def authors_stgm(seq, g, G, stgm1, stgm2, x, valid):
     centres, sem_valid = pool(windows, valid=window_partition(valid, w))
     sem_valid = sem_valid[:nW]
     k1, k2 = seq.key_windows
+    sem_all = semantic_all_valid(hw, (Hp, Wp), w, seq.semantic_window)
     # STGM-1: S1 = MHA(P, [P; X_k1]) (no residual), S1 = S1 + FFN(S1)
     kv, key_valid = _region_kv(stgm1, x, valid, w, k1, seq.kv_per_region,
                                centres, sem_valid)
-    sem = stgm1(centres, kv, mask_or_none(key_valid),
+    sem = stgm1(centres, kv,
+                mask_or_none(key_valid, _keys_all_valid(
+                    hw, (Hp, Wp), w, k1, sem_all)),
                 shortcut=torch.zeros_like(centres))
     # STGM-2: S2 = MHA(S1 + G, [S1; X_k2]) + S1 + G
     query = sem if G is None else sem + G
@@ -247,10 +272,12 @@ def authors_stgm(seq, g, G, stgm1, stgm2, x, valid):
     if Hp <= k2 and Wp <= k2:  # every region is the map: one key set
         keys = torch.cat([all_sem, x.reshape(B, Hp * Wp, C)], 1)
         key_valid = torch.cat([all_valid, valid.reshape(1, -1)], 1)
-        out = stgm2(query.reshape(B, nW * Ls, C),
-                    stgm2.key_values(keys), mask_or_none(key_valid))
+        # all valid exactly without padding (no padding: no empty bin)
+        out = stgm2(query.reshape(B, nW * Ls, C), stgm2.key_values(keys),
+                    mask_or_none(key_valid, unpadded(hw, (Hp, Wp))))
         return windows, out.view(B * nW, Ls, C), sem_valid
     extra = all_sem.repeat_interleave(nW, 0)
     kv, key_valid = _region_kv(stgm2, x, valid, w, k2, seq.kv_per_region,
                                extra, all_valid.expand(nW, -1))
-    return windows, stgm2(query, kv, mask_or_none(key_valid)), sem_valid
+    return windows, stgm2(query, kv, mask_or_none(
+        key_valid, _keys_all_valid(hw, (Hp, Wp), w, k2, sem_all))), sem_valid
