@@ -7,7 +7,7 @@ import os.path as osp
 import pytest
 import torch
 
-from mmvitaccel.apis.deploy import (ONNX_TOLERANCE, check_exportable,
+from mmvitaccel.apis.deploy import (check_exportable,
                                     compile_parity, deploy_module,
                                     export_onnx, input_dims, max_abs_diff,
                                     onnx_parity,
@@ -15,6 +15,7 @@ from mmvitaccel.apis.deploy import (ONNX_TOLERANCE, check_exportable,
 from mmvitaccel.apis.harness import build_model, load_config
 from mmvitaccel.ops import is_capturing, mask_or_none, pad_to_multiple
 
+from .tolerance import rounding_tol
 from .tolerance import rounding_tol
 from .utils import REPO, TINY_MODELS
 
@@ -40,6 +41,19 @@ FAMILIES = {
     'pruned_deit_mass': ('configs/sait_deit_s_m07_in1k.py', None),
     'pruned_deit_threshold': ('configs/asvit_deit_s_in1k.py', None),
 }
+#: accumulation length of the tiny models' longest chain of dependent sums
+#: (a dozen layers of widths up to 256, their FFNs and attentions): under
+#: 1e4 terms, so onnxruntime's other operator order and fusions move a
+#: float32 output by at most ``rounding_tol(float32, 1e4, scale)``
+TINY_TERMS = 10_000
+
+
+def onnx_tol(result):
+    """The rounding bound of one :func:`onnx_parity` result."""
+    return rounding_tol(torch.float32, TINY_TERMS,
+                        max(1., result['max_abs_ref']))
+
+
 #: the two input sizes; the second is not square and makes the Swin
 #: families pad their windows
 SHAPES = [(224, 224), (160, 96)]
@@ -91,7 +105,7 @@ def test_onnx_export_matches_pytorch(family, tmp_path):
         out = str(tmp_path / f'{family}_{shape[0]}.onnx')
         export_onnx(module, shape, out)
         r, = onnx_parity(module, out, [shape])
-        assert r['max_abs_diff'] < ONNX_TOLERANCE, r
+        assert r['max_abs_diff'] <= onnx_tol(r), r
         assert 'IsNaN' not in onnx_op_types(out), family
 
 
@@ -117,7 +131,7 @@ def test_dynamic_size_export_matches_pytorch(family, tmp_path):
     export_onnx(module, SHAPES[0], out, dynamic=True)
     assert all(isinstance(d, str) for d in input_dims(out)[2:])
     for r in onnx_parity(module, out, [SHAPES[0], SHAPES[1], (192, 256)]):
-        assert r['max_abs_diff'] < ONNX_TOLERANCE, r
+        assert r['max_abs_diff'] <= onnx_tol(r), r
 
 
 @pytest.mark.parametrize('family', sorted(set(FAMILIES) - DYNAMIC))

@@ -271,8 +271,9 @@ def onnx_parity(module: nn.Module,
         seed (int): seed of the inputs. Defaults to 0.
 
     Returns:
-        list[dict]: per shape ``{'shape', 'max_abs_diff', 'outputs'}``
-        (output shapes).
+        list[dict]: per shape ``{'shape', 'max_abs_diff', 'max_abs_ref',
+        'outputs'}``: the largest difference, the largest ``|output|`` of
+        PyTorch (the scale a rounding bound needs) and the output shapes.
     """
     import onnxruntime as ort
     session = ort.InferenceSession(onnx_file,
@@ -287,6 +288,8 @@ def onnx_parity(module: nn.Module,
         got = session.run(None, {name: x.numpy()})
         results.append(dict(shape=tuple(shape),
                             max_abs_diff=max_abs_diff(ref, got),
+                            max_abs_ref=max(float(r.abs().max())
+                                            for r in ref),
                             outputs=[tuple(r.shape) for r in ref]))
     return results
 
