@@ -61,7 +61,7 @@ def test_the_host_is_trained_once_and_cached_by_config_and_seed(
     def refuse(*args):
         raise AssertionError('trained again')
 
-    monkeypatch.setattr(study, '_train', refuse)
+    monkeypatch.setattr(study.training, '_train', refuse)
     assert study.host_checkpoint(cfg, 0, cache) == ckpt
     with pytest.raises(AssertionError, match='trained again'):
         study.host_checkpoint(cfg, 1, cache)  # another seed, another key
@@ -193,7 +193,7 @@ def test_a_scratch_method_gets_no_host_weights(monkeypatch, tmp_path):
         seen['load_from'] = cfg.get('load_from')
         return osp.join(work_dir, 'final.pth')
 
-    monkeypatch.setattr(study, '_train', fake_train)
+    monkeypatch.setattr(study.training, '_train', fake_train)
     for init, expected in (('scratch', None), ('host', 'HOST.pth')):
         method = study.StudyMethod(config=study.HOST_CONFIG, name=init,
                                    init=init)
@@ -288,16 +288,16 @@ def test_trained_methods_start_from_the_host_fold_and_are_cached(
     def refuse(*args, **kwargs):
         raise AssertionError('ran again')
 
-    monkeypatch.setattr(study, '_train', refuse)
-    monkeypatch.setattr(study, 'run_tool', refuse)
+    monkeypatch.setattr(study.training, '_train', refuse)
+    monkeypatch.setattr(study.training, 'run_tool', refuse)
     again = study.trained_rows(methods, ckpt, inputs, [0], cache, REPO)
     assert [r['per_seed'] for r in again] == [r['per_seed'] for r in rows]
     with pytest.raises(AssertionError, match='ran again'):
         study.trained_rows(methods, ckpt, inputs, [1], cache, REPO)
     # another seed trains again but reuses the host's DGSSA initialisation
     # and searched layout
-    monkeypatch.setattr(study, 'run_tool', refuse)
-    monkeypatch.setattr(study, '_train',
+    monkeypatch.setattr(study.training, 'run_tool', refuse)
+    monkeypatch.setattr(study.training, '_train',
                         lambda cfg, work_dir, seed: osp.join(work_dir, 'x'))
     study.method_checkpoint(methods['Integrated-DeiT'], ckpt, 1, cache, REPO)
 
@@ -338,3 +338,74 @@ def test_reduced_study_scorers_beat_random_pruning(tmp_path):
         kept = by[f'{scorer} pruning']['top1_mean']
         assert kept > floor, (scorer, kept, random['per_seed'])
         assert kept > host - 0.04, (scorer, kept, host)
+
+
+def test_the_training_record_keeps_every_steps_gradient_norm(reduced):
+    cfg, _, ckpt = reduced
+    record = study.train_record(ckpt)
+    # 32 canvases x 4 repeats at batch 16, one epoch
+    assert record['steps'] == len(record['grad_norms']) == 8
+    assert record['max_grad_norm'] == max(record['grad_norms']) > 0
+    assert study.train_record(osp.join('nowhere', 'final.pth')) == {}
+
+
+def test_flops_of_an_image_dependent_model_are_the_test_split_mean(reduced):
+    """The mass selector keeps a different count per image: the FLOPs are
+    the mean of each image's own count (by the one counter), not the first
+    image's; the value selector's are the same for every image."""
+    from mmvitaccel.analysis.flops import count_flops
+    cfg, _, ckpt = reduced
+    images = torch.cat([x for x, _ in study.test_inputs(cfg, 12, 4)])
+    fixed = study.pruned_host(cfg, ckpt, 'tis', 0.5)
+    flops, varies = study.test_split_flops(fixed, images)
+    assert not varies
+    assert flops == count_flops(fixed, images[:1], dict(mode='tensor')).total
+    adaptive = study.pruned_host(cfg, ckpt, 'tis', 0.5)
+    adaptive.backbone.selector = 'mass'
+    adaptive.backbone.set_pruning(mass_threshold=0.6)
+    # a barely trained host attends almost evenly, so that TIS keeps the
+    # same count everywhere: sharpen its class attention
+    adaptive.backbone._score = lambda attn, context, policy: (
+        1e3 * attn[:, :, 0, 1:].mean(1)).softmax(-1)
+    each = [count_flops(adaptive, images[i:i + 1], dict(mode='tensor')).total
+            for i in range(len(images))]
+    assert len(set(each)) > 1, 'the images keep the same count'
+    flops, varies = study.test_split_flops(adaptive, images)
+    assert varies and flops == sum(each) / len(each)
+
+
+def test_the_short_table_shows_a_preferred_setting_only_when_it_earns_it(
+        tmp_path):
+    def rows(speed, top1):
+        return [dict(method='host', setting='dense', speed_ratio=1.,
+                     top1_mean=0.96),
+                dict(method='M', setting='pad', speed_ratio=1.0,
+                     top1_mean=0.950),
+                dict(method='M', setting='mean', speed_ratio=speed,
+                     top1_mean=top1)]
+
+    prefer = {'M': dict(setting='mean', over='pad', within=0.003)}
+    for speed, top1, shown in [(1.3, 0.948, 'mean'), (1.3, 0.946, 'pad'),
+                               (0.9, 0.960, 'pad')]:
+        marked = study.choose_summary(rows(speed, top1), prefer)
+        assert [r['setting'] for r in marked if r['summary']] == [
+            'dense', shown]
+    full = dict(params=1, mflops=2.5, flops_ratio=0.5, top1_std=0.01,
+                num_seeds=3, speed_ratio_q1=1., speed_ratio_q3=1.)
+    written = [{**r, **full} for r in marked]
+    written[2].update(flops_per_image='test mean', max_grad_norm=12.5)
+    path = str(tmp_path / 'study.csv')
+    study.write_csv(written, path)
+    back = study.read_csv(path)
+    assert [r['summary'] for r in back] == [1, 1, 0]
+    assert back[0]['max_grad_norm'] is None
+    assert back[2]['max_grad_norm'] == 12.5
+    table = study.markdown_table(back, references=False)
+    assert '| M | pad |' in table and '| M | mean |' not in table
+    assert '2.50* (0.50)' in study.markdown_table(back)
+
+
+def test_a_preference_must_name_two_settings():
+    with pytest.raises(ValueError, match='prefer'):
+        study.StudyMethod(config='x.py', settings={'a': {}},
+                          prefer=dict(setting='a', over='b', within=0.1))

@@ -22,6 +22,9 @@ model = dict(
         thresholds=(0.003, 0.006, 0.009),
         tau=3e-4,
         mask_mode='policy',
+        # the bounded gradient of the policy softmax (the default; the
+        # paper's 'tangent' one exploded on this host, docs/study.md)
+        policy_grad='secant',
         batch_mode='pad',
         out_type='cls_token'),
     teacher=dict(config='{{ fileDirname }}/digits_deit_host.py',

@@ -31,9 +31,11 @@ from .stvit import (adaptive_bins, bin_indices, CENTRE_POOLINGS, check_pooling,
                     IntraInterPooling, pool_centres, POOLING_MODES)
 from .token_dropping import (gather_tokens, kept_indices, pad_kept_tokens,
                              restore_tokens)
-from .token_pruning import (asvit_score, batch_mean_keep_mask, BATCH_MODES,
+from .token_pruning import (asvit_score, batch_mean_keep_mask,
+                            batch_mean_kept_index, BATCH_MODES,
                             cls_attention_score, MASK_MODES, masked_attention,
-                            mass_keep_mask, random_score, SCORERS, SELECTORS,
+                            mass_keep_mask, POLICY_GRADS, policy_weights,
+                            random_score, SCORERS, SELECTORS,
                             threshold_keep_mask, tis_score, topk_keep_mask,
                             value_keep_count, value_keep_counts)
 from .tracing import is_capturing
@@ -64,9 +66,11 @@ __all__ = [
     'IntraHeadHallucination', 'mhsa_flops', 'mhsa_params', 'split_qkv_weights',
     'adaptive_bins', 'bin_indices', 'CENTRE_POOLINGS', 'check_pooling',
     'IntraInterPooling', 'pool_centres', 'POOLING_MODES', 'asvit_score',
-    'batch_mean_keep_mask', 'BATCH_MODES', 'check_choice',
+    'batch_mean_keep_mask', 'batch_mean_kept_index', 'BATCH_MODES',
+    'check_choice',
     'cls_attention_score', 'gather_tokens', 'kept_indices', 'MASK_MODES',
     'masked_attention', 'MASKED_LOGIT', 'mass_keep_mask', 'pad_kept_tokens',
+    'POLICY_GRADS', 'policy_weights',
     'random_score', 'restore_tokens', 'SCORERS', 'SELECTORS',
     'threshold_keep_mask',
     'tis_score', 'topk_keep_mask', 'value_keep_count', 'value_keep_counts',

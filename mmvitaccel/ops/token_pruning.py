@@ -51,7 +51,7 @@ Batched execution of per-image keep counts:
   1) that is exact. A batch with different counts is either padded to its
   largest count with the padding masked out of the keys
   (:func:`pad_kept_tokens`, exact: every image gets what it gets alone) or
-  cut to the batch-mean count (:func:`batch_mean_keep_mask`, AS-ViT's
+  cut to the batch-mean count (:func:`batch_mean_kept_index`, AS-ViT's
   batched inference: images with more tokens above the threshold lose some,
   images with fewer keep some below it; no mask, every image runs the same
   dense kernels, faster, and the accuracy moves a little).
@@ -73,13 +73,15 @@ from .token_dropping import (gather_tokens, kept_indices,  # noqa: F401
 SCORERS = ('tis', 'asvit', 'cls', 'random')
 SELECTORS = ('value', 'mass', 'threshold')
 MASK_MODES = ('logits', 'policy')
+#: the policy's gradient in ``'policy'`` masking (:func:`masked_attention`)
+POLICY_GRADS = ('secant', 'tangent')
 BATCH_MODES = ('pad', 'mean')
 
 # --- attention ---------------------------------------------------------------
 
 
 def masked_attention(q, k, v, scale, policy=None, mode='logits',
-                     eps=1e-6):
+                     eps=1e-6, policy_grad='secant'):
     """Softmax attention with a token policy, returning the probabilities.
 
     ``mode='logits'`` (SaiT): ``A = softmax(q k^T * scale + [p <= 0] *
@@ -94,6 +96,25 @@ def masked_attention(q, k, v, scale, policy=None, mode='logits',
     max over all keys; when a pruned key holds it, ``eps`` swamps the
     row); the policy is differentiable.
 
+    The policy's gradient (``policy_grad``; the values are the same either
+    way). With ``w_ij = exp(l_ij - m_i)`` and ``Z_i = sum_j w_ij G_ij``,
+    the output ``o_i = sum_j A_ij v_j`` has the derivative
+    ``d o_i / d G_ij = w_ij (v_j - o_i) / Z_i``:
+
+    * ``'tangent'``: that derivative, the paper's (AS-ViT §3.3 masks "the
+      attention matrix [Rao et al., 2021]"; DynamicViT's ``A_ij = exp(l_ij)
+      G_ij / sum_k exp(l_ik) G_ik``, differentiated). For a pruned key
+      (``G_ij = 0``) ``w_ij`` is unbounded: a key whose logit lies 25 above
+      the row's visible peak gets ``e^25``, about ``7e10`` times the row's
+      output gradient (``docs/token_pruning_design.md``, "Why AS-ViT's
+      gradients exploded");
+    * ``'secant'`` (default): the slope of the secant from ``G_ij`` to a
+      fully kept key, ``(o_i(G_ij = 1) - o_i(G_ij)) / (1 - G_ij) = w_ij
+      (v_j - o_i) / (Z_i + (1 - G_ij) w_ij)``: what readmitting the key
+      would change, at most ``|v_j - o_i|``. For kept keys (``G_ij = 1``)
+      it is the tangent; it differs only where the tangent describes an
+      infinitesimal readmission that the hard mask never makes.
+
     Args:
         q (Tensor): queries ``(B, h, T, d)``.
         k (Tensor): keys ``(B, h, T, d)``.
@@ -103,12 +124,16 @@ def masked_attention(q, k, v, scale, policy=None, mode='logits',
             tokens; ``None`` means every token is kept (plain softmax).
         mode (str): ``'logits'`` or ``'policy'``.
         eps (float): the policy softmax's stabiliser.
+        policy_grad (str): ``'secant'`` or ``'tangent'``
+            (:data:`POLICY_GRADS`), the policy's gradient in ``'policy'``
+            mode.
 
     Returns:
         tuple[Tensor, Tensor]: the context ``A @ v`` ``(B, h, T, d)`` and the
         probabilities ``A`` ``(B, h, T, T)``.
     """
     check_choice('mask mode', mode, MASK_MODES)
+    check_choice('policy_grad', policy_grad, POLICY_GRADS)
     logits = attention_logits(q, k, scale)
     if policy is None:
         attn = logits.softmax(dim=-1)
@@ -125,9 +150,50 @@ def masked_attention(q, k, v, scale, policy=None, mode='logits',
         # may lie anywhere, and the diagonal is always visible
         peak = logits.masked_fill(gate <= 0, float('-inf')).amax(
             dim=-1, keepdim=True).detach()
-        weights = (logits - peak).exp() * gate
+        weights = policy_weights(logits - peak, gate, policy_grad)
         attn = (weights + eps / T) / (weights.sum(dim=-1, keepdim=True) + eps)
     return attn @ v, attn
+
+
+def policy_weights(shifted, gate, policy_grad='secant'):
+    """The gated softmax numerators ``W_ij = w_ij G_ij``, ``w_ij =
+    exp(l_ij - m_i)``, with the policy gradient of :func:`masked_attention`.
+
+    The value is ``w_ij G_ij`` either way (hidden keys, ``G_ij = 0``, give
+    exactly 0, even where ``l_ij - m_i`` would overflow ``exp``); the
+    gradient to the logits is the paper's. The gradient to ``G_ij`` is
+    ``w_ij`` (``'tangent'``) or ``s_ij = w_ij Z_i / (Z_i + (1 - G_ij)
+    w_ij)`` (``'secant'``), computed in log space: ``log s_ij = log w_ij +
+    log Z_i - logaddexp(log Z_i, log(1 - G_ij) + log w_ij)``, finite for any
+    logit gap. Through ``A_ij = W_ij / sum_k W_ik`` it gives ``d o_i / d
+    G_ij = s_ij (v_j - o_i) / Z_i``, the secant slope.
+
+    Args:
+        shifted (Tensor): ``l - m``, ``(B, h, T, T)``, at most 0 where
+            ``G > 0``.
+        gate (Tensor): ``G`` ``(B, 1, T, T)``, in ``[0, 1]``.
+        policy_grad (str): ``'secant'`` or ``'tangent'``.
+
+    Returns:
+        Tensor: ``(B, h, T, T)``.
+    """
+    visible = gate > 0
+    w = shifted.masked_fill(~visible, float('-inf')).exp()
+    if policy_grad == 'tangent':
+        # exp of the gap, unmasked: the unbounded factor of the paper's
+        # reading (overflow saturates at the dtype's largest finite value,
+        # so that the forward value stays exactly 0 where G = 0)
+        slope = shifted.detach().exp().clamp_max(
+            torch.finfo(shifted.dtype).max)  # inf * 0 would be NaN
+    else:
+        with torch.no_grad():
+            fixed = gate.detach()
+            log_z = (w * fixed).sum(dim=-1, keepdim=True).log()
+            log_open = torch.log1p(-fixed.clamp_max(1.)) + shifted
+            secant = (shifted + log_z - torch.logaddexp(log_z, log_open)).exp()
+            # a fully kept key: the tangent w itself, to the bit
+            slope = torch.where(fixed >= 1., w, secant)
+    return w * gate.detach() + slope * (gate - gate.detach())
 
 
 # --- scorers -----------------------------------------------------------------
@@ -316,7 +382,6 @@ def threshold_keep_mask(scores, threshold, tau=1e-4, valid=None):
     """
     if tau <= 0:
         raise ValueError(f'tau must be positive, got {tau}')
-    soft = torch.sigmoid((scores - threshold) / tau)
     hard = (scores > threshold)
     masked = scores if valid is None else scores.masked_fill(
         ~valid, float('-inf'))
@@ -324,29 +389,56 @@ def threshold_keep_mask(scores, threshold, tau=1e-4, valid=None):
     best = torch.arange(scores.shape[-1], device=scores.device) == \
         masked.argmax(dim=-1, keepdim=True)
     hard = (hard | best).to(scores.dtype)
-    mask = hard + soft - soft.detach()
+    learns = torch.is_grad_enabled() and (scores.requires_grad or (
+        torch.is_tensor(threshold) and threshold.requires_grad))
+    if learns:
+        soft = torch.sigmoid((scores - threshold) / tau)
+        # (soft - stopgrad(soft)) is exactly 0: the value is the hard mask
+        # to the bit (hard + soft - soft would round to 1 - ulp)
+        mask = hard + (soft - soft.detach())
+    else:  # nothing to differentiate: the hard mask alone
+        mask = hard
     return mask if valid is None else mask * valid.to(mask.dtype)
 
 
-def batch_mean_keep_mask(scores, keep):
+def batch_mean_kept_index(scores, keep):
     """AS-ViT batched inference: every image keeps the batch-mean count of
-    tokens, its highest-scoring ones.
+    tokens, its highest-scoring ones; their positions, ascending.
 
-    ``K = round(mean_b |keep_b|)``; each image keeps its top ``K`` scores.
-    The mean is read on the host (:func:`~.host_sync.host_read`,
-    ``'batch_mean_token_count'``; ``N`` on the ``meta`` device).
+    ``K = round(mean_b |keep_b|)`` (at least 1); each image keeps its top
+    ``K`` scores. The mean is read on the host
+    (:func:`~.host_sync.host_read`, ``'batch_mean_token_count'``; ``N`` on
+    the ``meta`` device). Every row gets the same ``K``, so nothing is
+    padded: a caller that cuts every image to the mean at each location
+    keeps equal alive counts, and ``K`` (a mean of counts at most that
+    count) never exceeds them.
+
+    Args:
+        scores (Tensor): ``(B, N)``; ``-inf`` where a token may not be kept.
+        keep (Tensor): ``(B, N)`` bool per-image keep masks.
+
+    Returns:
+        Tensor: ``(B, K)`` long, ascending within each row.
+    """
+    mean = host_read(keep.sum(dim=-1).float().mean(),
+                     float(keep.shape[-1]), 'batch_mean_token_count')
+    count = max(1, int(math.floor(mean + 0.5)))
+    return scores.topk(count, dim=-1).indices.sort(dim=-1).values
+
+
+def batch_mean_keep_mask(scores, keep):
+    """:func:`batch_mean_kept_index` as a ``(B, N)`` bool mask, ``K``
+    tokens per row.
 
     Args:
         scores (Tensor): ``(B, N)``.
         keep (Tensor): ``(B, N)`` bool per-image keep masks.
 
     Returns:
-        Tensor: ``(B, N)`` bool, ``K`` tokens per row.
+        Tensor: ``(B, N)`` bool.
     """
-    mean = host_read(keep.sum(dim=-1).float().mean(),
-                     float(keep.shape[-1]), 'batch_mean_token_count')
-    count = int(math.floor(mean + 0.5))
-    return topk_keep_mask(scores, max(1, count))
+    index = batch_mean_kept_index(scores, keep)
+    return torch.zeros_like(keep, dtype=torch.bool).scatter(1, index, True)
 
 
 def value_keep_counts(alive, density):

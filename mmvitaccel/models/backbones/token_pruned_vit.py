@@ -14,12 +14,13 @@ other layer is called as it is. mmpretrain DeiT/ViT checkpoints load without
 conversion (the only new parameter is AS-ViT's ``thresholds``).
 
 This file holds the registered backbone (settings, scoring, selection, the
-forward through :func:`~mmvitaccel.models.utils.vit.run_layers`) and
-:func:`tokens_and_last_attention` (a teacher's forward); the per-layer step,
-the token bookkeeping and the :class:`PrunedTokens` container are in
+forward through :func:`~mmvitaccel.models.utils.vit.run_layers`); the
+per-layer step, the token bookkeeping, the :class:`PrunedTokens` container
+and :func:`tokens_and_last_attention` (a teacher's forward) are in
 ``models/layers/token_pruning_layer.py``, the forward's records and their
-FLOPs in ``token_pruned_vit_records.py``. ``PrunedTokens`` and
-``layer_forward`` stay importable from here.
+FLOPs in ``token_pruned_vit_records.py``. ``PrunedTokens``,
+``layer_forward`` and ``tokens_and_last_attention`` stay importable from
+here.
 """
 from numbers import Real
 
@@ -27,13 +28,15 @@ import torch
 import torch.nn as nn
 from mmpretrain.models.backbones import VisionTransformer
 
-from ...ops import (BATCH_MODES, MASK_MODES, SCORERS, SELECTORS, asvit_score,
+from ...ops import (BATCH_MODES, MASK_MODES, POLICY_GRADS, SCORERS,
+                    SELECTORS, asvit_score,
                     check_choice, cls_attention_score, mass_keep_mask,
                     random_score, threshold_keep_mask, tis_score,
                     topk_keep_mask, value_keep_counts)
 from ...registry import MODELS
 from ..layers.token_pruning_layer import (PrunedTokens, PruningState,
-                                          layer_forward)
+                                          layer_forward,
+                                          tokens_and_last_attention)
 from ..utils import as_int_tuple, check_finite
 from ..utils.vit import embed_tokens, run_layers
 from .stvit_deit import DEIT_ARCHS
@@ -45,40 +48,6 @@ __all__ = [
 ]
 
 EXECUTIONS = ('mask', 'drop')
-
-
-def tokens_and_last_attention(vit, images):
-    """Run an mmpretrain ``VisionTransformer`` (a teacher) and return its
-    final tokens (after the final norm), the last layer's attention and
-    the patch grid.
-
-    Args:
-        vit (VisionTransformer): the model (one class token required).
-        images (Tensor): ``(B, 3, H, W)``.
-
-    Returns:
-        tuple[Tensor, Tensor, tuple[int, int]]: ``(B, T, C)`` tokens,
-        ``(B, h, T, T)`` attention of the last layer and the patch grid
-        ``(H, W)`` (for the teacher's own ``_format_output``).
-    """
-    if getattr(vit, 'cls_token', None) is None or \
-            vit.num_extra_tokens != 1:
-        raise ValueError('the teacher must be a ViT with exactly one class '
-                         'token (no distillation token), got '
-                         f'{type(vit).__name__} with {vit.num_extra_tokens} '
-                         'extra tokens')
-    x, hw = embed_tokens(vit, images)
-    last = len(vit.layers) - 1
-    attn = None
-
-    def step(i, layer, x):
-        nonlocal attn
-        x, attn_i, _ = layer_forward(layer, x, need_attn=i == last)
-        attn = attn_i if i == last else attn
-        return x
-
-    _, x = run_layers(vit, x, hw, step=step, outputs=False)
-    return x, attn, hw
 
 
 @MODELS.register_module()
@@ -97,8 +66,9 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
        ``S > theta_s`` (learnable, a straight-through sigmoid of temperature
        ``tau`` in training);
     4. *execution*: ``'mask'`` keeps all tokens and masks the pruned keys out
-       of every later softmax (``mask_mode='logits'``: ``-65000`` logits,
-       SaiT; ``'policy'``: the policy softmax keeping the diagonal, AS-ViT);
+       of every later softmax (``mask_mode='logits'``: ``MASKED_LOGIT``
+       logits, SaiT; ``'policy'``: the policy softmax keeping the
+       diagonal, AS-ViT);
        ``'drop'`` gathers the kept tokens. A batch whose images keep
        different counts is padded and the padding masked
        (``batch_mode='pad'``, exact) or cut to the batch-mean count
@@ -143,6 +113,10 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
             and in a loaded state dict); AS-ViT: 0.001, 0.002, 0.003.
         tau (float): the sigmoid temperature of the threshold selector.
         mask_mode (str): ``'logits'`` or ``'policy'``, see above.
+        policy_grad (str): the policy's gradient with ``mask_mode='policy'``:
+            ``'secant'`` (default, bounded) or ``'tangent'`` (the paper's
+            derivative, unbounded at pruned keys); the forward is the same.
+            See :func:`~mmvitaccel.ops.masked_attention`.
         train_execution (str): ``'mask'`` or ``'drop'`` while training;
             ``'drop'`` is refused with the threshold selector (its gradient
             goes through the mask).
@@ -175,6 +149,7 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
                  thresholds=(0.001, 0.002, 0.003),
                  tau=1e-4,
                  mask_mode='logits',
+                 policy_grad='secant',
                  train_execution='mask',
                  test_execution='drop',
                  batch_mode='pad',
@@ -187,6 +162,7 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
         check_choice('scorer', scorer, SCORERS)
         check_choice('selector', selector, SELECTORS)
         check_choice('mask_mode', mask_mode, MASK_MODES)
+        check_choice('policy_grad', policy_grad, POLICY_GRADS)
         check_choice('train_execution', train_execution, EXECUTIONS)
         check_choice('test_execution', test_execution, EXECUTIONS)
         check_choice('batch_mode', batch_mode, BATCH_MODES)
@@ -210,6 +186,7 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
         self.scorer = scorer
         self.selector = selector
         self.mask_mode = mask_mode
+        self.policy_grad = policy_grad
         self.train_execution = train_execution
         self.test_execution = test_execution
         self.batch_mode = batch_mode
@@ -317,7 +294,7 @@ class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
             layer, x, policy, need_attn, mode or self.mask_mode,
             self.training,
             'cls' if self.fused_scoring and
-            self.scorer in self.CLS_ROW_SCORERS else 'all')
+            self.scorer in self.CLS_ROW_SCORERS else 'all', self.policy_grad)
 
     def _score(self, attn, context, policy):
         """Scores of the current patch tokens by ``scorer``.

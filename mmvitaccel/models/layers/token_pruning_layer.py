@@ -12,18 +12,23 @@ it needs around them:
   (``'mask'``: keep all tokens, mask the pruned ones; ``'drop'``: gather
   the kept ones);
 * :class:`PrunedTokens`: the result container a neck restores the grid
-  from.
+  from;
+* :func:`tokens_and_last_attention`: a teacher ViT's final tokens and last
+  attention map in one forward.
 """
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from ...ops import (attention_logits, batch_mean_keep_mask, check_choice,
+from ...ops import (attention_logits, batch_mean_keep_mask,
+                    batch_mean_kept_index, check_choice, gather_tokens,
                     masked_attention, masked_softmax, pad_kept_tokens,
                     restore_tokens, sdpa_mask)
+from ..utils.vit import embed_tokens, run_layers
 
-__all__ = ['PrunedTokens', 'PruningState', 'layer_forward', 'ATTN_ROWS']
+__all__ = ['PrunedTokens', 'PruningState', 'layer_forward', 'ATTN_ROWS',
+           'tokens_and_last_attention']
 
 
 class PrunedTokens(NamedTuple):
@@ -57,7 +62,7 @@ ATTN_ROWS = ('all', 'cls')
 
 
 def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
-                  training=False, attn_rows='all'):
+                  training=False, attn_rows='all', policy_grad='secant'):
     """One upstream ViT layer, with a policy in its softmax and/or returning
     its attention.
 
@@ -83,6 +88,8 @@ def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
         training (bool): apply the attention dropout.
         attn_rows (str): ``'all'`` (the map) or ``'cls'`` (its first row
             only, fused where the mode allows; :data:`ATTN_ROWS`).
+        policy_grad (str): the policy's gradient in ``'policy'`` mode,
+            ``'secant'`` or ``'tangent'`` (:func:`masked_attention`).
 
     Returns:
         tuple: ``(out (B, T, C), attn (B, h, T, T) or (B, h, 1, T) | None,
@@ -100,12 +107,13 @@ def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
     fused_row = need_attn and attn_rows == 'cls' and mode == 'logits'
     if mode == 'policy' or (need_attn and not fused_row):
         context, attn = masked_attention(q, k, v, mha.head_dims**-0.5,
-                                         policy, mode)
+                                         policy, mode,
+                                         policy_grad=policy_grad)
         if training and mha.attn_drop > 0:  # as upstream's SDPA
             context = F.dropout(attn, mha.attn_drop) @ v
     else:
         # 'logits' in the fused kernel: a bool key mask gives pruned keys a
-        # weight of exactly zero, the value their -65000 logit rounds to
+        # weight of exactly zero, the value their MASKED_LOGIT rounds to
         keys = None if policy is None else (policy > 0)[:, None, None, :]
         context = F.scaled_dot_product_attention(
             q, k, v, attn_mask=sdpa_mask(keys, q.dtype),
@@ -117,6 +125,40 @@ def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
     x = x + mha.out_drop(mha.gamma1(mha.proj_drop(out)))
     x = layer.ffn(layer.ln2(x), identity=x)
     return x, attn, context
+
+
+def tokens_and_last_attention(vit, images):
+    """Run an mmpretrain ``VisionTransformer`` (a teacher) and return its
+    final tokens (after the final norm), the last layer's attention and
+    the patch grid.
+
+    Args:
+        vit (VisionTransformer): the model (one class token required).
+        images (Tensor): ``(B, 3, H, W)``.
+
+    Returns:
+        tuple[Tensor, Tensor, tuple[int, int]]: ``(B, T, C)`` tokens,
+        ``(B, h, T, T)`` attention of the last layer and the patch grid
+        ``(H, W)`` (for the teacher's own ``_format_output``).
+    """
+    if getattr(vit, 'cls_token', None) is None or \
+            vit.num_extra_tokens != 1:
+        raise ValueError('the teacher must be a ViT with exactly one class '
+                         'token (no distillation token), got '
+                         f'{type(vit).__name__} with {vit.num_extra_tokens} '
+                         'extra tokens')
+    x, hw = embed_tokens(vit, images)
+    last = len(vit.layers) - 1
+    attn = None
+
+    def step(i, layer, x):
+        nonlocal attn
+        x, attn_i, _ = layer_forward(layer, x, need_attn=i == last)
+        attn = attn_i if i == last else attn
+        return x
+
+    _, x = run_layers(vit, x, hw, step=step, outputs=False)
+    return x, attn, hw
 
 
 class PruningState:
@@ -231,7 +273,9 @@ class PruningState:
         """
         E = self.num_extra_tokens
         keep = keep > 0.5 if keep.dtype != torch.bool else keep
-        if scores is not None:
+        if scores is not None and self.key_mask is None:
+            return self._drop_to_mean(x, keep, scores)
+        if scores is not None:  # rows already padded: cut, then pad
             keep = batch_mean_keep_mask(
                 scores.masked_fill(~self.alive, float('-inf')),
                 keep & self.alive)
@@ -243,4 +287,22 @@ class PruningState:
         self.index = self.index.gather(1, sub)
         self.alive = keep.gather(1, sub)
         self.count = (E + self.alive.sum(dim=-1)).to(x.dtype)
+        return x
+
+    def _drop_to_mean(self, x, keep, scores):
+        """:meth:`drop` with ``batch_mode='mean'`` while no row is padded
+        (every token alive): each image keeps its best ``K`` tokens,
+        ``K`` the batch-mean count (:func:`batch_mean_kept_index`); a
+        top-k and a gather, no padding and no mask, so the rows stay
+        unpadded."""
+        E = self.num_extra_tokens
+        sub = batch_mean_kept_index(scores, keep)
+        if sub.shape[1] == scores.shape[1]:  # every token kept: no copy
+            return x
+        if self.full is not None:
+            self.full = restore_tokens(self.full, x[:, E:], self.index)
+        x = torch.cat((x[:, :E], gather_tokens(x[:, E:], sub)), dim=1)
+        self.index = self.index.gather(1, sub)
+        self.alive = self.alive.gather(1, sub)
+        self.count = x.new_full((x.shape[0], ), float(x.shape[1]))
         return x
