@@ -25,7 +25,10 @@ from mmengine.dataset import BaseDataset, DefaultSampler
 
 from ..registry import DATA_SAMPLERS, DATASETS
 
-__all__ = ['DigitsCanvas', 'EpochSampler', 'render_canvas', 'digits_splits']
+__all__ = [
+    'DigitsCanvas', 'EpochDrawnDataset', 'EpochSampler', 'check_drawing',
+    'digits_splits', 'render_canvas'
+]
 
 SPLITS = ('train', 'val', 'test')
 _SPLIT_CODE = {'train': 0, 'val': 1, 'test': 2}
@@ -142,8 +145,38 @@ def render_canvas(rng, digit, fragments_from, canvas_size=32,
                                                   y0 + side)
 
 
+def check_drawing(scale, fragment_size, num_fragments, noise):
+    """Refuse drawing settings that :func:`render_canvas` and
+    :func:`~.digits_scenes.render_scene` share, naming the parameter."""
+    if not 0 < scale[0] <= scale[1] <= 1:
+        raise ValueError('scale must be (low, high) with 0 < low <= high'
+                         f' <= 1, got {scale}')
+    if not 1 <= fragment_size[0] <= fragment_size[1] <= 8:
+        raise ValueError('fragment_size must be (low, high) in 1..8, '
+                         f'got {fragment_size}')
+    if num_fragments < 0 or noise < 0:
+        raise ValueError('num_fragments and noise must be >= 0, got '
+                         f'{num_fragments}, {noise}')
+
+
+class EpochDrawnDataset(BaseDataset):
+    """A dataset whose samples are drawn per epoch: ``dataset[i]`` is
+    sample ``i`` of epoch 0, ``dataset[(epoch, i)]`` (what
+    :class:`EpochSampler` asks for) that of ``epoch``; subclasses implement
+    ``get_data_info(idx, epoch)``."""
+
+    def __getitem__(self, idx):
+        """``idx`` or ``(epoch, idx)``: the transformed sample."""
+        if not self._fully_initialized:
+            self.full_init()
+        epoch = 0
+        if isinstance(idx, (tuple, list)):
+            epoch, idx = idx
+        return self.pipeline(self.get_data_info(int(idx), epoch))
+
+
 @DATASETS.register_module()
-class DigitsCanvas(BaseDataset):
+class DigitsCanvas(EpochDrawnDataset):
     """scikit-learn's handwritten digits, one per cluttered canvas.
 
     Each item is ``dict(img=(H, W, 3) uint8, gt_label=int, digit_box=(x0,
@@ -200,17 +233,9 @@ class DigitsCanvas(BaseDataset):
         if not isinstance(canvas_size, int) or canvas_size < 8:
             raise ValueError('canvas_size must be an int >= 8 (a scan is '
                              f'8x8), got {canvas_size!r}')
-        if not 0 < scale[0] <= scale[1] <= 1:
-            raise ValueError('scale must be (low, high) with 0 < low <= high'
-                             f' <= 1, got {scale}')
-        if not 1 <= fragment_size[0] <= fragment_size[1] <= 8:
-            raise ValueError('fragment_size must be (low, high) in 1..8, '
-                             f'got {fragment_size}')
+        check_drawing(scale, fragment_size, num_fragments, noise)
         if not isinstance(repeats, int) or repeats < 1:
             raise ValueError(f'repeats must be an int >= 1, got {repeats!r}')
-        if num_fragments < 0 or noise < 0:
-            raise ValueError('num_fragments and noise must be >= 0, got '
-                             f'{num_fragments}, {noise}')
         self.split = split
         self.canvas_size = canvas_size
         self.scale = tuple(scale)
@@ -269,14 +294,6 @@ class DigitsCanvas(BaseDataset):
                     digit_box=box, epoch=epoch if self.redraw else 0)
         return info
 
-    def __getitem__(self, idx):
-        """``idx`` or ``(epoch, idx)``: the transformed sample."""
-        if not self._fully_initialized:
-            self.full_init()
-        epoch = 0
-        if isinstance(idx, (tuple, list)):
-            epoch, idx = idx
-        return self.pipeline(self.get_data_info(int(idx), epoch))
 
 
 @DATA_SAMPLERS.register_module()
