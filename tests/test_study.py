@@ -372,6 +372,15 @@ def test_flops_of_an_image_dependent_model_are_the_test_split_mean(reduced):
     assert len(set(each)) > 1, 'the images keep the same count'
     flops, varies = study.test_split_flops(adaptive, images)
     assert varies and flops == sum(each) / len(each)
+    # measure() reports it, averaged over the row's seeds (here one model
+    # twice), beside the host's fixed count
+    inputs = study.test_inputs(cfg, 12, 4)
+    rows = [dict(method='host', setting='dense', build=lambda: fixed),
+            dict(method='m', setting='s', build=lambda: adaptive,
+                 seed_builds=[lambda: adaptive] * 2)]
+    study.measure(rows, inputs, rounds=1, batch_size=4, iters_per_round=1)
+    assert rows[1]['mflops'] == flops / 1e6
+    assert [r['flops_per_image'] for r in rows] == ['fixed', 'test mean']
 
 
 def test_the_short_table_shows_a_preferred_setting_only_when_it_earns_it(
