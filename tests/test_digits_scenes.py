@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import mmvitaccel  # noqa: F401
-from mmvitaccel.datasets import (DigitsInstances, DigitsSegmentation,
-                                 digits_splits)
+from mmvitaccel.datasets import (DigitsInstances, DigitsScenes,
+                                 DigitsSegmentation, digits_splits)
 from mmvitaccel.datasets.digits_canvas import _load_digits
 
 SMALL = dict(canvas_size=64, num_scenes=12)
@@ -30,6 +30,10 @@ def test_a_scene_is_a_function_of_seed_split_epoch_and_index():
     assert not np.array_equal(other.scene(3)[0], test.scene(3)[0])
     # (epoch, index), as EpochSampler asks, in the pipeline too
     assert np.array_equal(train[(1, 3)]['img'], a[0])
+    # the task-free base gives the same scene as arrays
+    raw = DigitsScenes(split='train', **SMALL)[(1, 3)]
+    for key, x in zip(('img', 'gt_labels', 'gt_boxes', 'gt_masks'), a):
+        np.testing.assert_array_equal(raw[key], x)
 
 
 def test_scenes_use_their_splits_scans_only():

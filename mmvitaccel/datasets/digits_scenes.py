@@ -230,8 +230,12 @@ class DigitsScenes(EpochDrawnDataset):
         return render_scene(rng, self._scans, self._labels, **self.draw_args)
 
     def labelled(self, info, labels, boxes, masks):
-        """Add the task's annotations to a data info (subclasses)."""
-        raise NotImplementedError
+        """Add the scene's annotations to a data info: here as arrays,
+        ``gt_labels`` ``(k, )``, ``gt_boxes`` ``(k, 4)`` and ``gt_masks``
+        ``(k, H, W)`` bool; the task datasets give them their toolbox's
+        form instead."""
+        info.update(gt_labels=labels, gt_boxes=boxes, gt_masks=masks)
+        return info
 
     def get_data_info(self, idx, epoch=0):
         """The scene's info with its canvas drawn and annotated."""
