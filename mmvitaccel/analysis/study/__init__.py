@@ -29,6 +29,12 @@ cfg-options, how it starts from the host, the test-time settings to
 evaluate and an optional fold; :func:`method_checkpoint` trains (or reuses)
 it per seed, running ``tools/dgssa_init.py`` and the fold tool where the
 entry asks (:func:`run_tool`), and :func:`trained_rows` evaluates it.
+
+The dense evidence (detection and segmentation fine-tuned from a pretrained
+Swin classifier, ``tools/analysis/dense_study.py``) is in :mod:`.dense`
+(its rows, fine-tuning, training-free conversions, test metrics) and
+:mod:`.dense_report` (costs, speed, CSV, plots, the picture of predicted
+scenes), imported as submodules.
 """
 from .evaluation import (HOST_CONFIG, REFERENCE_SCORERS, build_study_model,
                          measure, pruned_host, reference_rows, summarise,

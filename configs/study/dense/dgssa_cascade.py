@@ -1,0 +1,19 @@
+# DGSSA-Swin in the dense evidence's detector (docs/study.md, "Dense
+# prediction"): static window attention in half of the host's blocks, as
+# the paper's Swin settings (6 of Swin-T's 12, 12 of Swin-S's 24): 9 of the
+# digits host's 18, blocks 1-9 over all stages (block 0 stays dynamic), as
+# configs/dgssa_swin_s_coco.py. The static logits start from the host's mean
+# attention over training scenes (tools/dgssa_init.py on this config and
+# the host; the study tool writes the path below).
+_base_ = './swin_cascade.py'
+
+model = dict(
+    backbone=dict(
+        type='mmvitaccel.DGSSASwinTransformer',
+        static_blocks=9,
+        static_start=1,
+        static_init='dg',
+        init_cfg=dict(
+            checkpoint='work_dirs/dense_study/digits_swin_host_dgssa.pth')))
+optim_wrapper = dict(
+    paramwise_cfg=dict(custom_keys={'static_logits': dict(decay_mult=0.)}))

@@ -1,0 +1,59 @@
+# The rows of the dense evidence (docs/study.md, "Dense prediction"), as
+# data for tools/analysis/dense_study.py (mmvitaccel/analysis/study/dense.py).
+#
+# Every trained row fine-tunes from a pretrained classifier, as a user starts
+# from an ImageNet checkpoint: the backbone's init_cfg reads the host's
+# backbone.* weights through the backbone's own loader, the neck and heads
+# start as the recipe initialises them. One recipe and one budget per task.
+#
+# A task:
+#   metrics         the test metrics of the CSV (evaluator keys)
+#   rows            the trained rows, the task's dense reference first
+# A row:
+#   name            the CSV's method column
+#   config          its config (relative to the repository root)
+#   host            'swin' (configs/study/dense/swin_host.py) or 'deit' (the
+#                   classification study's host, configs/study/
+#                   digits_deit_host.py): the checkpoint its backbone starts
+#                   from (model.backbone.init_cfg.checkpoint)
+#   dgssa_init      True: tools/dgssa_init.py runs on the host first, and the
+#                   backbone starts from its output instead (static logits
+#                   from the host's mean attention)
+#   reference       the name of the dense row it is compared with (speed and
+#                   FLOPs ratios; None for a dense row)
+#   training_free   True: the dense reference's fine-tuned weights are also
+#                   tested in this row's model with no training (the
+#                   backbone read by the row's own loader, the neck and
+#                   heads taken as they are; DGSSA's static logits from
+#                   tools/dgssa_init.py on the fine-tuned backbone)
+
+TASKS = dict(
+    detection=dict(
+        metrics=('coco/bbox_mAP', 'coco/segm_mAP'),
+        rows=[
+            dict(name='Swin', config='configs/study/dense/swin_cascade.py',
+                 host='swin', dgssa_init=False, reference=None,
+                 training_free=False),
+            dict(name='STViT-R',
+                 config='configs/study/dense/stvit_r_cascade.py',
+                 host='swin', dgssa_init=False, reference='Swin',
+                 training_free=True),
+            dict(name='DGSSA-Swin',
+                 config='configs/study/dense/dgssa_cascade.py', host='swin',
+                 dgssa_init=True, reference='Swin', training_free=True),
+        ]),
+    segmentation=dict(
+        metrics=('mIoU', ),
+        rows=[
+            dict(name='Swin', config='configs/study/dense/swin_upernet.py',
+                 host='swin', dgssa_init=False, reference=None,
+                 training_free=False),
+            dict(name='STViT-R',
+                 config='configs/study/dense/stvit_r_upernet.py',
+                 host='swin', dgssa_init=False, reference='Swin',
+                 training_free=True),
+            dict(name='DGSSA-Swin',
+                 config='configs/study/dense/dgssa_upernet.py', host='swin',
+                 dgssa_init=True, reference='Swin', training_free=True),
+        ]),
+)

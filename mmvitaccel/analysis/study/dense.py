@@ -1,0 +1,305 @@
+"""The dense evidence (``docs/study.md``, "Dense prediction"): detection and
+segmentation on :class:`~mmvitaccel.datasets.DigitsInstances` /
+:class:`~mmvitaccel.datasets.DigitsSegmentation` scenes, every row
+fine-tuned from a pretrained classifier (the digits Swin host), as a user
+fine-tunes from an ImageNet checkpoint.
+
+The rows are the entries of :data:`DENSE_METHODS_FILE`, read by
+:func:`load_dense_tasks` into :class:`DenseRow`. :func:`finetuned_checkpoint`
+trains one per seed (cached as the classification study's models are,
+:func:`~.training.config_key`), :func:`training_free_checkpoint` puts a dense
+row's fine-tuned weights into a method's model with no training, and
+:func:`test_metrics` runs the toolbox's own test loop on a checkpoint.
+Measurements and outputs are in :mod:`.dense_report`.
+"""
+import copy
+import json
+import numbers
+import os
+import os.path as osp
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from .training import _run_tool_atomic, _slug, _train, config_key
+
+__all__ = [
+    'DENSE_METHODS_FILE', 'DENSE_HOSTS', 'DenseRow', 'HOST_OPTION',
+    'SWIN_HOST_CONFIG', 'dgssa_init_checkpoint', 'finetuned_checkpoint',
+    'load_dense_tasks', 'task_rows', 'test_metrics',
+    'training_free_checkpoint'
+]
+
+#: the dense rows, as data (relative to the repository root)
+DENSE_METHODS_FILE = 'configs/study/dense/methods.py'
+
+#: the pretrained Swin classifier every Swin row starts from
+SWIN_HOST_CONFIG = 'configs/study/dense/swin_host.py'
+
+#: the hosts a row may start from: the digits Swin host and the
+#: classification study's DeiT host
+DENSE_HOSTS = ('swin', 'deit')
+
+#: the cfg key that receives the pretrained checkpoint of a row's backbone
+HOST_OPTION = 'model.backbone.init_cfg.checkpoint'
+
+_FIELDS = ('name', 'config', 'host', 'dgssa_init', 'reference',
+           'training_free')
+
+
+@dataclass
+class DenseRow:
+    """A trained row of the dense evidence: an entry of
+    :data:`DENSE_METHODS_FILE`, which documents the fields.
+
+    Attributes:
+        task (str): ``'detection'`` or ``'segmentation'``.
+        name (str): the CSV's method column.
+        config (str): its config, relative to the repository root.
+        host (str): one of :data:`DENSE_HOSTS`.
+        dgssa_init (bool): the backbone starts from ``tools/dgssa_init.py``
+            run on the host.
+        reference (str | None): the dense row it is compared with.
+        training_free (bool): the reference's fine-tuned weights are also
+            tested in this row's model with no training.
+    """
+    task: str
+    name: str
+    config: str
+    host: str
+    dgssa_init: bool
+    reference: Optional[str]
+    training_free: bool
+
+
+def load_dense_tasks(path):
+    """The tasks of a methods file (``TASKS``): ``{task: (metrics, rows)}``.
+
+    Raises:
+        ValueError: an entry with a missing or unknown field, an unknown
+            host, or a reference that is not a dense row of its task.
+    """
+    from mmengine.config import Config
+    tasks = Config.fromfile(path).TASKS
+    out = {}
+    for task, spec in tasks.items():
+        rows = []
+        for entry in spec['rows']:
+            if set(entry) != set(_FIELDS):
+                raise ValueError(f'{path}: {task} entry {entry.get("name")} '
+                                 f'must have exactly the fields {_FIELDS}, '
+                                 f'got {sorted(entry)}')
+            if entry['host'] not in DENSE_HOSTS:
+                raise ValueError(f'{path}: host must be one of '
+                                 f'{DENSE_HOSTS}, got {entry["host"]!r}')
+            rows.append(DenseRow(task=task, **entry))
+        dense = {r.name for r in rows if r.reference is None}
+        for row in rows:
+            if row.reference is not None and row.reference not in dense:
+                raise ValueError(f'{path}: {task} row {row.name!r} refers to '
+                                 f'{row.reference!r}, which is not a dense '
+                                 f'row of the task ({sorted(dense)})')
+        out[task] = (tuple(spec['metrics']), rows)
+    return out
+
+
+def _row_config(repo, row, backbone_checkpoint, options=None):
+    from ...apis.harness import load_config
+    return load_config(
+        osp.join(repo, row.config),
+        {HOST_OPTION: backbone_checkpoint, **(options or {})})
+
+
+def dgssa_init_checkpoint(repo, config, checkpoint, out, num_images=512):
+    """``tools/dgssa_init.py`` on ``checkpoint`` through ``config``'s
+    training scenes (cached: ``out`` is reused when it exists).
+
+    Returns:
+        str: ``out``.
+    """
+    if not osp.isfile(out):
+        _run_tool_atomic(repo, 'tools/dgssa_init.py', [
+            config, '--checkpoint', checkpoint, '--out', '{out}',
+            '--num-images', num_images, '--plot',
+            osp.splitext(out)[0] + '.png'
+        ], out)
+    return out
+
+
+def finetuned_checkpoint(repo, row, backbone_checkpoint, seed, cache_dir,
+                         options=None):
+    """A row's fine-tuned weights for a seed: cached, or trained now with
+    mmengine's runner from ``backbone_checkpoint``.
+
+    Args:
+        repo (str): the repository root.
+        row (DenseRow): the row.
+        backbone_checkpoint (str): what the backbone starts from (the host,
+            or its DGSSA initialisation).
+        seed (int): the training seed.
+        cache_dir (str): one folder per row, seed and config text.
+        options (dict, optional): more cfg options (part of the cache key).
+
+    Returns:
+        str: the checkpoint.
+    """
+    cfg = _row_config(repo, row, backbone_checkpoint, options)
+    # no validation while fine-tuning: the rows are tested on the test
+    # split afterwards (mmengine validates at the last epoch otherwise)
+    cfg.val_dataloader = cfg.val_cfg = cfg.val_evaluator = None
+    work_dir = osp.join(
+        cache_dir, f'{row.task}_{_slug(row.name)}_seed{seed}_'
+        f'{config_key(cfg, seed)}')
+    final = osp.join(work_dir, 'final.pth')
+    if osp.isfile(final):
+        return final
+    return _train(cfg, work_dir, seed)
+
+
+def training_free_checkpoint(repo, row, finetuned, out, backbone=None,
+                             options=None):
+    """A dense row's fine-tuned model in ``row``'s architecture, untrained:
+    the backbone read from ``backbone`` (default ``finetuned`` itself) by
+    the row's backbone loader, exactly as a pretrained checkpoint is read
+    (its load report is kept in the checkpoint's ``meta``), and every other
+    tensor (neck, heads) from ``finetuned`` unchanged.
+
+    Raises:
+        ValueError: the non-backbone tensors of ``finetuned`` are not
+            exactly the model's (another task's or recipe's checkpoint).
+
+    Returns:
+        str: ``out`` (reused when it exists).
+    """
+    from ...apis.harness import build_model
+    from ...models.utils.checkpoint import read_state_dict
+    if osp.isfile(out):
+        return out
+    cfg = _row_config(repo, row, backbone or finetuned, options)
+    model = build_model(cfg)
+    model.backbone.init_weights()
+    state = read_state_dict(finetuned)
+    rest = {k: v for k, v in state.items() if not k.startswith('backbone.')}
+    own = {k for k in model.state_dict() if not k.startswith('backbone.')}
+    if set(rest) != own:
+        raise ValueError(
+            f'{finetuned} does not fit {row.config} outside the backbone: '
+            f'missing {sorted(own - set(rest))[:5]}, unexpected '
+            f'{sorted(set(rest) - own)[:5]}')
+    model.load_state_dict(rest, strict=False)
+    report = getattr(model.backbone, 'load_report', None)
+    os.makedirs(osp.dirname(osp.abspath(out)), exist_ok=True)
+    tmp = out + '.tmp'
+    torch.save(dict(state_dict=model.state_dict(),
+                    meta=dict(source=finetuned, backbone=backbone or finetuned,
+                              load_report=str(report))), tmp)
+    os.replace(tmp, out)
+    return out
+
+
+def test_metrics(repo, row, checkpoint, options=None, work_dir=None):
+    """The row's test-split metrics of ``checkpoint`` from the toolbox's
+    test loop (``Runner.test``), cached as JSON beside the checkpoint.
+
+    Args:
+        repo (str): the repository root.
+        row (DenseRow): the row (its config).
+        checkpoint (str): a whole-model checkpoint.
+        options (dict, optional): more cfg options.
+        work_dir (str, optional): the runner's folder (default: beside the
+            checkpoint).
+
+    Returns:
+        dict: the evaluator's metrics.
+    """
+    from mmengine.runner import Runner
+
+    from ...apis.harness import load_config
+    cfg = load_config(osp.join(repo, row.config), options)
+    key = config_key(cfg, 0)
+    cache = osp.splitext(checkpoint)[0] + f'_test_{key}.json'
+    if osp.isfile(cache):
+        with open(cache) as f:
+            return json.load(f)
+    cfg = copy.deepcopy(cfg)
+    cfg.model.backbone.init_cfg = None
+    cfg.load_from = checkpoint
+    cfg.work_dir = work_dir or osp.join(osp.dirname(checkpoint), 'test')
+    metrics = Runner.from_cfg(cfg).test()
+    metrics = {k: float(v) for k, v in metrics.items()
+               if isinstance(v, numbers.Real)}
+    with open(cache, 'w') as f:
+        json.dump(metrics, f)
+    return metrics
+
+
+def _summarise(task, name, setting, metrics, per_seed, reference):
+    from .dense_report import METRIC_COLUMNS
+    from .evaluation import summarise
+    row = dict(task=task, method=name, setting=setting, reference=reference,
+               num_seeds=len(per_seed))
+    for key in metrics:
+        column, scale = METRIC_COLUMNS[key]
+        row[column], row[column + '_std'] = summarise(
+            scale * m[key] for m in per_seed)
+    return row
+
+
+def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
+              options=None, progress=None):
+    """Train (or reuse) and test every row of a task over ``seeds``, and
+    the training-free conversions of the dense reference's fine-tuned
+    weights.
+
+    Args:
+        repo (str): the repository root.
+        task (str): the task's name.
+        metrics (tuple[str]): the evaluator keys to report.
+        rows (list[DenseRow]): the task's rows.
+        hosts (dict[str, str]): :data:`DENSE_HOSTS` name -> checkpoint.
+        seeds (list[int]): training seeds.
+        cache_dir (str): the cache folder.
+        options (dict, optional): cfg options of every row (reduced runs).
+        progress (Callable[[str], None], optional): called per step.
+
+    Returns:
+        tuple[list[dict], dict]: the CSV rows (with ``reference``; the
+        costs are added by :func:`~.dense_report.measure_dense`) and
+        ``{(method, setting): checkpoint of the first seed}``.
+    """
+    out, first, finetuned = [], {}, {}
+    for row in rows:
+        start = hosts[row.host]
+        if row.dgssa_init:
+            start = dgssa_init_checkpoint(
+                repo, osp.join(repo, row.config), start,
+                osp.join(cache_dir, f'{task}_{_slug(row.name)}_'
+                         f'{row.host}_host_dgssa.pth'))
+        ckpts = [finetuned_checkpoint(repo, row, start, s, cache_dir,
+                                      options) for s in seeds]
+        finetuned[row.name] = ckpts
+        per_seed = [test_metrics(repo, row, c, options) for c in ckpts]
+        out.append(_summarise(task, row.name, 'fine-tuned', metrics,
+                              per_seed, row.reference))
+        first[(row.name, 'fine-tuned')] = ckpts[0]
+        if progress:
+            progress(f'{task} {row.name}')
+    for row in rows:
+        if not row.training_free:
+            continue
+        per_seed = []
+        for seed, source in zip(seeds, finetuned[row.reference]):
+            stem = osp.splitext(source)[0] + f'_as_{_slug(row.name)}'
+            backbone = dgssa_init_checkpoint(
+                repo, osp.join(repo, row.config), source,
+                stem + '_dgssa.pth') if row.dgssa_init else None
+            ckpt = training_free_checkpoint(repo, row, source,
+                                            stem + '.pth', backbone, options)
+            per_seed.append(test_metrics(repo, row, ckpt, options))
+            first.setdefault((row.name, 'training-free'), ckpt)
+        out.append(_summarise(task, row.name, 'training-free', metrics,
+                              per_seed, row.reference))
+        if progress:
+            progress(f'{task} {row.name} training-free')
+    return out, first

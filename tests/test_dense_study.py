@@ -1,0 +1,160 @@
+"""The dense evidence (``tools/analysis/dense_study.py``), reduced: the
+scene datasets, one training step of every detection and segmentation row
+from a host checkpoint, the training-free conversions, the test metrics,
+the costs and the outputs."""
+import os.path as osp
+import sys
+
+import pytest
+import torch
+
+import mmvitaccel  # noqa: F401
+from mmvitaccel.analysis.study import dense, dense_report
+from mmvitaccel.apis.harness import build_model, load_config
+
+from .utils import REPO
+
+#: every row: 2 training scenes (one step at batch 2), 8 test scenes
+REDUCED = {
+    'train_dataloader.dataset.num_scenes': 2,
+    'train_dataloader.batch_size': 2,
+    'test_dataloader.dataset.num_scenes': 8,
+    'train_cfg.max_epochs': 1,
+    'train_cfg.val_interval': 2,
+}
+
+
+def _host(path):
+    """A Swin host checkpoint in the host config's layout (random weights,
+    as a classifier checkpoint: ``backbone.*`` and ``head.*``)."""
+    cfg = load_config(osp.join(REPO, dense.SWIN_HOST_CONFIG))
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    model.init_weights()
+    torch.save(dict(state_dict=model.state_dict()), path)
+    return path
+
+
+@pytest.fixture(scope='module')
+def reduced_study(tmp_path_factory):
+    sys.path.insert(0, osp.join(REPO, 'tools', 'analysis'))
+    import dense_study
+    work = tmp_path_factory.mktemp('dense')
+    host = _host(str(work / 'host.pth'))
+    out = work / 'out'
+    options = [f'{k}={v}' for k, v in REDUCED.items()]
+    rows = dense_study.main([
+        '--host-checkpoint', host, '--deit-checkpoint', host, '--seeds',
+        '0', '--work-dir', str(work / 'cache'), '--out', str(out),
+        '--rounds', '1', '--cfg-options', *options
+    ])
+    return rows, out, work
+
+
+@pytest.mark.slow
+def test_reduced_dense_study_writes_every_row_and_output(reduced_study):
+    rows, out, _ = reduced_study
+    tasks = dense.load_dense_tasks(osp.join(REPO, dense.DENSE_METHODS_FILE))
+    expected = {(task, r.name, 'fine-tuned')
+                for task, (_, entries) in tasks.items() for r in entries}
+    expected |= {(task, r.name, 'training-free')
+                 for task, (_, entries) in tasks.items() for r in entries
+                 if r.training_free}
+    assert {(r['task'], r['method'], r['setting']) for r in rows} == expected
+    for r in rows:
+        keys = ('bbox_ap', 'segm_ap') if r['task'] == 'detection' else (
+            'miou', )
+        for k in keys:
+            assert 0 <= r[k] <= 1, (r, k)
+        assert r['backbone_gflops'] > 0 and r['params'] > 0
+        for k in ('backbone_speed_b1', 'backbone_speed_b8', 'model_speed_b1',
+                  'model_speed_b8'):
+            assert r[k] > 0
+        if r['reference'] is None:
+            assert r['flops_ratio'] == 1 and r['model_speed_b8'] == 1
+    # STViT-R's semantic tokens cut stage 3's cost
+    stvit = [r for r in rows if r['method'] == 'STViT-R']
+    assert all(r['flops_ratio'] < 1 for r in stvit)
+    for name in ('dense.csv', 'dense.png', 'detections.png', 'host.json'):
+        assert osp.isfile(out / name), name
+    again = dense_report.read_dense_csv(out / 'dense.csv')
+    assert [r['method'] for r in again] == [r['method'] for r in rows]
+
+
+@pytest.mark.slow
+def test_training_free_rows_hold_the_dense_weights(reduced_study):
+    """A training-free checkpoint has the dense model's neck and heads
+    unchanged and the backbone read from the dense model's backbone."""
+    _, _, work = reduced_study
+    cache = work / 'cache'
+    converted = sorted(cache.glob('detection_Swin_seed0_*/final_as_STViT_R.pth'))
+    dense_ckpt = converted[0].parent / 'final.pth'
+    a = torch.load(dense_ckpt, map_location='cpu')['state_dict']
+    b = torch.load(converted[0], map_location='cpu')['state_dict']
+    heads = [k for k in a if not k.startswith('backbone.')]
+    assert heads and all(torch.equal(a[k], b[k]) for k in heads)
+    shared = [k for k in a if k.startswith('backbone.stages.2.') and k in b]
+    assert shared and all(torch.equal(a[k], b[k]) for k in shared)
+
+
+def test_a_checkpoint_of_another_recipe_is_refused(tmp_path):
+    """Heads that do not fit the row's model are named, not skipped."""
+    tasks = dense.load_dense_tasks(osp.join(REPO, dense.DENSE_METHODS_FILE))
+    seg_row = tasks['segmentation'][1][1]
+    det_cfg = load_config(osp.join(REPO, tasks['detection'][1][0].config))
+    det_cfg.model.backbone.init_cfg = None
+    det = build_model(det_cfg)
+    path = str(tmp_path / 'det.pth')
+    torch.save(dict(state_dict=det.state_dict()), path)
+    with pytest.raises(ValueError, match='does not fit'):
+        dense.training_free_checkpoint(REPO, seg_row, path,
+                                       str(tmp_path / 'x.pth'))
+
+
+@pytest.mark.parametrize('bad,match', [
+    (dict(host='vit'), 'host must be one of'),
+    (dict(reference='Nope'), 'not a dense row'),
+    (dict(extra=1), 'exactly the fields'),
+])
+def test_bad_method_entries_are_refused(tmp_path, bad, match):
+    entry = dict(name='X', config='c.py', host='swin', dgssa_init=False,
+                 reference='Swin', training_free=False)
+    entry.update(bad)
+    rows = [dict(name='Swin', config='c.py', host='swin', dgssa_init=False,
+                 reference=None, training_free=False), entry]
+    path = tmp_path / 'methods.py'
+    path.write_text(f'TASKS = dict(t=dict(metrics=("mIoU", ), rows={rows!r}))')
+    with pytest.raises(ValueError, match=match):
+        dense.load_dense_tasks(str(path))
+
+
+@pytest.mark.parametrize('task', ['detection', 'segmentation'])
+def test_the_host_backbone_is_the_dense_rows_swin(task):
+    """The host's mmpretrain Swin (pad_small_map=True) and the dense
+    config's Swin (mmdet's, mmseg's) have the same tensors under the same
+    names (the dense one adds only the norms of its extra outputs), and
+    with the host's weights they compute the same last stage, at the
+    host's 32 px and at the scenes' 160 px."""
+    from mmengine.registry import MODELS, DefaultScope
+    tasks = dense.load_dense_tasks(osp.join(REPO, dense.DENSE_METHODS_FILE))
+    host_cfg = load_config(osp.join(REPO, dense.SWIN_HOST_CONFIG))
+    row_cfg = load_config(osp.join(REPO, tasks[task][1][0].config))
+    torch.manual_seed(0)
+    host = build_model(host_cfg).backbone
+    host.init_weights()
+    bcfg = row_cfg.model.backbone.copy()
+    bcfg.init_cfg = None
+    with DefaultScope.overwrite_default_scope(row_cfg.default_scope):
+        swin = MODELS.build(bcfg)
+    theirs, ours = swin.state_dict(), host.state_dict()
+    assert set(theirs) - set(ours) == {
+        f'norm{i}.{p}' for i in range(3) for p in ('weight', 'bias')}
+    assert set(ours) <= set(theirs)
+    assert all(theirs[k].shape == v.shape for k, v in ours.items())
+    swin.load_state_dict(ours, strict=False)
+    host.eval()
+    swin.eval()
+    for size in (32, 160):
+        x = torch.randn(2, 3, size, size)
+        with torch.no_grad():
+            assert torch.equal(host(x)[-1], swin(x)[3]), size

@@ -1,0 +1,168 @@
+# Copyright (c) mmvitaccel contributors. All rights reserved.
+"""The dense evidence in one command (``docs/study.md``, "Dense
+prediction"): detection and segmentation on real digit scans, fine-tuned
+from a pretrained Swin classifier.
+
+1. trains the digits Swin host (``configs/study/dense/swin_host.py``) with
+   the normal runner, or reuses the checkpoint cached under ``--work-dir``
+   for the same config text, and reports its top-1 on the classification
+   study's test split; the DeiT rows start from the classification study's
+   host (cached under ``--deit-work-dir``, trained there if missing);
+2. for each task of ``configs/study/dense/methods.py``, fine-tunes every row
+   from its host per seed (cached like the host; DGSSA's static logits from
+   ``tools/dgssa_init.py`` on the host first) and tests it with the
+   toolbox's test loop; puts the dense row's fine-tuned weights into each
+   method's model with no training and tests that too;
+3. measures backbone FLOPs (the one counter) and the speed ratios of the
+   backbone and of the whole model against the dense row, timed
+   interleaved at batch 1 and 8, and writes ``dense.csv``, ``dense.png``
+   (metrics against FLOPs) and ``detections.png`` (the same test scenes
+   predicted by the dense and the STViT-R detector) to ``--out``.
+
+Example::
+
+    python tools/analysis/dense_study.py --work-dir work_dirs/dense_study \
+        --out docs/study/dense
+
+``--table CSV`` prints the Markdown table of a written CSV and runs nothing.
+"""
+import argparse
+import json
+import os
+import os.path as osp
+import shutil
+import sys
+import time
+
+from mmengine.config import DictAction
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, REPO)
+
+import mmvitaccel  # noqa: E402,F401  (stack fixes, registry)
+from mmvitaccel.analysis import study  # noqa: E402
+from mmvitaccel.analysis.study import dense, dense_report  # noqa: E402
+from mmvitaccel.apis.harness import build_model, load_config  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description='Detection and segmentation fine-tuned from a '
+        'pretrained host: the dense evidence')
+    parser.add_argument('--tasks', nargs='+', default=None,
+                        help='tasks of --methods-file (default: all)')
+    parser.add_argument('--methods-file',
+                        default=osp.join(REPO, dense.DENSE_METHODS_FILE))
+    parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1],
+                        help='fine-tuning seeds of every row')
+    parser.add_argument('--host-checkpoint',
+                        help='use this Swin host instead of training one')
+    parser.add_argument('--deit-checkpoint',
+                        help='use this DeiT host instead of the cached one')
+    parser.add_argument('--work-dir', default='work_dirs/dense_study',
+                        help='cache of trained checkpoints')
+    parser.add_argument('--deit-work-dir', default='work_dirs/study',
+                        help='the classification study\'s cache')
+    parser.add_argument('--out', default='work_dirs/dense_study/out')
+    parser.add_argument('--rounds', type=int, default=5,
+                        help='interleaved timing rounds')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='overrides of every row\'s config')
+    parser.add_argument('--host-cfg-options', nargs='+', action=DictAction,
+                        help='overrides of the Swin host config')
+    parser.add_argument('--table', metavar='CSV',
+                        help='print the Markdown table of a dense.csv and '
+                        'exit')
+    return parser.parse_args(argv)
+
+
+def hosts(args):
+    """The host checkpoints, and the Swin host's test top-1."""
+    cfg = load_config(osp.join(REPO, dense.SWIN_HOST_CONFIG),
+                      args.host_cfg_options)
+    swin = args.host_checkpoint or study.host_checkpoint(cfg, 0,
+                                                         args.work_dir)
+    # the configs' default path, so that they also run by themselves
+    published = osp.join(args.work_dir, 'digits_swin_host.pth')
+    if osp.abspath(swin) != osp.abspath(published):
+        shutil.copyfile(swin, published)
+    # test_inputs first: building the classifier fills in its
+    # data_preprocessor's type, in the config
+    inputs = study.test_inputs(cfg)
+    top1 = study.top1(build_model(cfg, swin), inputs)
+    deit = args.deit_checkpoint
+    if deit is None:
+        deit = study.host_checkpoint(
+            load_config(osp.join(REPO, study.HOST_CONFIG)), 0,
+            args.deit_work_dir)
+    return dict(swin=swin, deit=deit), top1
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.table:
+        rows = dense_report.read_dense_csv(args.table)
+        print(dense_report.dense_markdown_table(rows))
+        return rows
+    start = time.time()
+    tasks = dense.load_dense_tasks(args.methods_file)
+    names = args.tasks or list(tasks)
+    unknown = sorted(set(names) - set(tasks))
+    if unknown:
+        raise SystemExit(f'unknown tasks {unknown}; known: {list(tasks)}')
+    os.makedirs(args.work_dir, exist_ok=True)
+    checkpoints, host_top1 = hosts(args)
+    print(f'Swin host: top-1 {host_top1:.4f} on the classification test '
+          f'split ({checkpoints["swin"]})')
+    options = dict(args.cfg_options or {})
+    rows = []
+    for task in names:
+        metrics, entries = tasks[task]
+        done, first = dense.task_rows(
+            REPO, task, metrics, entries, checkpoints, args.seeds,
+            args.work_dir, options, progress=lambda s: print('done:', s))
+        configs = {e.name: osp.join(REPO, e.config) for e in entries}
+        ds_cfg = load_config(configs[entries[0].name], options)
+        models = {}
+
+        def build(row):
+            cfg = load_config(configs[row['method']], options)
+            cfg.model.backbone.init_cfg = None
+            model = build_model(cfg, first[(row['method'], row['setting'])])
+            models[(row['method'], row['setting'])] = model
+            return model
+
+        from mmengine.registry import DATASETS, DefaultScope
+        with DefaultScope.overwrite_default_scope(ds_cfg.default_scope):
+            test_set = DATASETS.build(ds_cfg.test_dataloader.dataset)
+        fine = [r for r in done if r['setting'] == 'fine-tuned']
+        probe = build(fine[0])
+        inputs = dense_report.dense_inputs(probe, test_set, 8)
+        dense_report.measure_dense(fine, build, inputs, args.rounds)
+        costs = {r['method']: r for r in fine}
+        for r in done:  # a training-free row runs the fine-tuned model
+            if r['setting'] == 'training-free':
+                r.update({k: costs[r['method']][k] for k in (
+                    'params', 'backbone_gflops', 'flops_ratio',
+                    'backbone_speed_b1', 'backbone_speed_b8',
+                    'model_speed_b1', 'model_speed_b8')})
+        if task == 'detection' and 'STViT-R' in costs:
+            dense_report.prediction_picture(
+                {'Swin': models[('Swin', 'fine-tuned')],
+                 'STViT-R': models[('STViT-R', 'fine-tuned')]},
+                test_set, osp.join(args.out, 'detections.png'))
+        rows += done
+    os.makedirs(args.out, exist_ok=True)
+    dense_report.write_dense_csv(rows, osp.join(args.out, 'dense.csv'))
+    dense_report.plot_dense(rows, osp.join(args.out, 'dense.png'))
+    with open(osp.join(args.out, 'host.json'), 'w') as f:
+        json.dump(dict(swin_host_top1=host_top1,
+                       seconds=round(time.time() - start)), f)
+    print(dense_report.dense_markdown_table(rows))
+    print(f'wrote {args.out}/dense.csv and the plots in '
+          f'{time.time() - start:.0f} s')
+    return rows
+
+
+if __name__ == '__main__':
+    main()
