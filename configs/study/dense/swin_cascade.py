@@ -114,10 +114,7 @@ val_dataloader = dict(
     sampler=dict(type='DefaultSampler', shuffle=False),
     dataset=dict(split='val', pipeline=test_pipeline, **scenes))
 test_dataloader = dict(
-    _delete_=True,
-    batch_size=8,
-    num_workers=0,
-    sampler=dict(type='DefaultSampler', shuffle=False),
+    val_dataloader,
     dataset=dict(split='test', pipeline=test_pipeline, **scenes))
 val_evaluator = dict(_delete_=True, type='CocoMetric', ann_file=None,
                      metric=['bbox', 'segm'], format_only=False)

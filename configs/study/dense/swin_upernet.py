@@ -55,12 +55,7 @@ val_dataloader = dict(
     num_workers=0,
     sampler=dict(type='DefaultSampler', shuffle=False),
     dataset=dict(split='val', **scenes))
-test_dataloader = dict(
-    _delete_=True,
-    batch_size=8,
-    num_workers=0,
-    sampler=dict(type='DefaultSampler', shuffle=False),
-    dataset=dict(split='test', **scenes))
+test_dataloader = dict(val_dataloader, dataset=dict(split='test', **scenes))
 val_evaluator = dict(type='IoUMetric', iou_metrics=['mIoU'])
 test_evaluator = val_evaluator
 
