@@ -4,9 +4,9 @@
 # digits host's 18, blocks 1-9 over all stages (the backbone's default
 # static_start=1 keeps block 0 dynamic), as configs/dgssa_swin_s_coco.py.
 # The static logits start from the host's mean attention over training
-# scenes (static_init='dg', the default): the study tool runs
-# tools/dgssa_init.py on this config and the host and passes its output; to
-# run this config alone, write that file to the path below.
+# scenes (static_init='dg', the default): tools/analysis/dense_study.py
+# writes them to the path below with tools/dgssa_init.py (once for both
+# tasks: their training scenes are the same).
 _base_ = './swin_cascade.py'
 
 model = dict(

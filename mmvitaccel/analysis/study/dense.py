@@ -272,10 +272,11 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
     for row in rows:
         start = hosts[row.host]
         if row.dgssa_init:
+            # one file per host: both tasks draw the same training scenes;
+            # for the Swin host it is the path the DGSSA configs name
             start = dgssa_init_checkpoint(
                 repo, osp.join(repo, row.config), start,
-                osp.join(cache_dir, f'{task}_{_slug(row.name)}_'
-                         f'{row.host}_host_dgssa.pth'))
+                osp.join(cache_dir, f'digits_{row.host}_host_dgssa.pth'))
         ckpts = [finetuned_checkpoint(repo, row, start, s, cache_dir,
                                       options) for s in seeds]
         finetuned[row.name] = ckpts
