@@ -44,7 +44,7 @@ def reduced_study(tmp_path_factory):
     out = work / 'out'
     options = [f'{k}={v}' for k, v in REDUCED.items()]
     rows = dense_study.main([
-        '--host-checkpoint', host, '--deit-checkpoint', host, '--seeds',
+        '--host-checkpoint', host, '--seeds',
         '0', '--work-dir', str(work / 'cache'), '--out', str(out),
         '--rounds', '1', '--cfg-options', *options
     ])

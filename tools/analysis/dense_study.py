@@ -76,8 +76,10 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def hosts(args):
-    """The host checkpoints, and the Swin host's test top-1."""
+def hosts(args, needed):
+    """The host checkpoints of the ``needed`` hosts (the DeiT host is read
+    or trained only when a row starts from it), and the Swin host's test
+    top-1."""
     cfg = load_config(osp.join(REPO, dense.SWIN_HOST_CONFIG),
                       args.host_cfg_options)
     swin = args.host_checkpoint or study.host_checkpoint(cfg, 0,
@@ -90,12 +92,12 @@ def hosts(args):
     # data_preprocessor's type, in the config
     inputs = study.test_inputs(cfg)
     top1 = study.top1(build_model(cfg, swin), inputs)
-    deit = args.deit_checkpoint
-    if deit is None:
-        deit = study.host_checkpoint(
+    found = dict(swin=swin)
+    if 'deit' in needed:
+        found['deit'] = args.deit_checkpoint or study.host_checkpoint(
             load_config(osp.join(REPO, study.HOST_CONFIG)), 0,
             args.deit_work_dir)
-    return dict(swin=swin, deit=deit), top1
+    return found, top1
 
 
 def main(argv=None):
@@ -111,7 +113,8 @@ def main(argv=None):
     if unknown:
         raise SystemExit(f'unknown tasks {unknown}; known: {list(tasks)}')
     os.makedirs(args.work_dir, exist_ok=True)
-    checkpoints, host_top1 = hosts(args)
+    checkpoints, host_top1 = hosts(
+        args, {r.host for n in names for r in tasks[n][1]})
     print(f'Swin host: top-1 {host_top1:.4f} on the classification test '
           f'split ({checkpoints["swin"]})')
     options = dict(args.cfg_options or {})
