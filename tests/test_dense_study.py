@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import mmvitaccel  # noqa: F401
+from mmvitaccel.analysis import study
 from mmvitaccel.analysis.study import dense, dense_report
 from mmvitaccel.apis.harness import build_model, load_config
 
@@ -24,10 +25,10 @@ REDUCED = {
 }
 
 
-def _host(path):
-    """A Swin host checkpoint in the host config's layout (random weights,
-    as a classifier checkpoint: ``backbone.*`` and ``head.*``)."""
-    cfg = load_config(osp.join(REPO, dense.SWIN_HOST_CONFIG))
+def _host(path, config=dense.SWIN_HOST_CONFIG):
+    """A host checkpoint in the host config's layout (random weights, as a
+    classifier checkpoint: ``backbone.*`` and ``head.*``)."""
+    cfg = load_config(osp.join(REPO, config))
     torch.manual_seed(0)
     model = build_model(cfg)
     model.init_weights()
@@ -41,12 +42,13 @@ def reduced_study(tmp_path_factory):
     import dense_study
     work = tmp_path_factory.mktemp('dense')
     host = _host(str(work / 'host.pth'))
+    deit = _host(str(work / 'deit.pth'), study.HOST_CONFIG)
     out = work / 'out'
     options = [f'{k}={v}' for k, v in REDUCED.items()]
     rows = dense_study.main([
-        '--host-checkpoint', host, '--seeds',
+        '--host-checkpoint', host, '--deit-checkpoint', deit, '--seeds',
         '0', '--work-dir', str(work / 'cache'), '--out', str(out),
-        '--rounds', '1', '--cfg-options', *options
+        '--rounds', '1', '--jobs', '1', '--cfg-options', *options
     ])
     return rows, out, work
 
@@ -75,10 +77,22 @@ def test_reduced_dense_study_writes_every_row_and_output(reduced_study):
     # STViT-R's semantic tokens cut stage 3's cost
     stvit = [r for r in rows if r['method'] == 'STViT-R']
     assert all(r['flops_ratio'] < 1 for r in stvit)
+    # the pruned DeiT is measured against the dense DeiT, not the Swin
+    deit = {r['method']: r for r in rows if r['setting'] == 'fine-tuned'}
+    assert deit['Pruned DeiT']['reference'] == 'DeiT'
+    assert deit['DeiT']['backbone_gflops'] != deit['Swin']['backbone_gflops']
     for name in ('dense.csv', 'dense.png', 'detections.png', 'host.json'):
         assert osp.isfile(out / name), name
     again = dense_report.read_dense_csv(out / 'dense.csv')
     assert [r['method'] for r in again] == [r['method'] for r in rows]
+    # the table (README, docs) renders from the CSV; each method row's
+    # change is against its own dense reference
+    table = dense_report.dense_markdown_table(again)
+    pruned = next(r for r in again if r['method'] == 'Pruned DeiT'
+                  and r['setting'] == 'fine-tuned')
+    ref = next(r for r in again if r['method'] == 'DeiT')
+    change = f'{100 * (pruned["miou"] - ref["miou"]):+.1f}'.replace('-', '−')
+    assert f'| {change} |' in table.splitlines()[2 + again.index(pruned)]
 
 
 @pytest.mark.slow
@@ -118,10 +132,10 @@ def test_a_checkpoint_of_another_recipe_is_refused(tmp_path):
 ])
 def test_bad_method_entries_are_refused(tmp_path, bad, match):
     entry = dict(name='X', config='c.py', host='swin', dgssa_init=False,
-                 reference='Swin', training_free=False)
+                 reference='Swin', training_free=False, paper=None)
     entry.update(bad)
     rows = [dict(name='Swin', config='c.py', host='swin', dgssa_init=False,
-                 reference=None, training_free=False), entry]
+                 reference=None, training_free=False, paper=None), entry]
     path = tmp_path / 'methods.py'
     path.write_text(f'TASKS = dict(t=dict(metrics=("mIoU", ), rows={rows!r}))')
     with pytest.raises(ValueError, match=match):
@@ -158,3 +172,58 @@ def test_the_host_backbone_is_the_dense_rows_swin(task):
         x = torch.randn(2, 3, size, size)
         with torch.no_grad():
             assert torch.equal(host(x)[-1], swin(x)[3]), size
+
+
+def test_the_deit_rows_read_the_deit_host_through_their_loader(tmp_path):
+    """The DeiT rows' backbone, started from a DeiT host checkpoint by its
+    own init_cfg (prefix ``backbone.``, the position embedding resized from
+    the host's 8x8 grid to 20x20 on load), computes the host ViT's tokens of
+    layers 2, 5, 8 and 11 bit for bit at the rows' 80 px (nothing pruned in
+    the dense row: mass_threshold=1.0)."""
+    from mmengine.registry import MODELS, DefaultScope
+    path = _host(str(tmp_path / 'deit.pth'), study.HOST_CONFIG)
+    tasks = dense.load_dense_tasks(osp.join(REPO, dense.DENSE_METHODS_FILE))
+    row = next(r for r in tasks['segmentation'][1] if r.name == 'DeiT')
+    row_cfg = load_config(osp.join(REPO, row.config),
+                          {dense.HOST_OPTION: path})
+    with DefaultScope.overwrite_default_scope(row_cfg.default_scope):
+        ours = MODELS.build(row_cfg.model.backbone)
+    ours.init_weights()
+    host_cfg = load_config(osp.join(REPO, study.HOST_CONFIG), {
+        'model.backbone.out_indices': (2, 5, 8, 11),
+        'model.backbone.out_type': 'featmap',
+        'model.backbone.final_norm': False})
+    host = build_model(host_cfg).backbone
+    state = torch.load(path, map_location='cpu')['state_dict']
+    missing, unexpected = host.load_state_dict(
+        {k[9:]: v for k, v in state.items() if k.startswith('backbone.')},
+        strict=False)
+    assert not missing and set(unexpected) == {'ln1.weight', 'ln1.bias'}
+    own = ours.state_dict()
+    assert set(own) == set(host.state_dict())
+    assert own['pos_embed'].shape == (1, 1 + 20 * 20, 64)
+    host.eval()
+    ours.eval()
+    x = torch.randn(2, 3, 80, 80)
+    with torch.no_grad():
+        expected, got = host(x), ours(x)
+    assert len(got) == 4
+    for e, g in zip(expected, got):
+        assert torch.equal(e, g.restore())
+
+
+def test_parallel_map_keeps_order_shares_cores_and_raises():
+    """The study's parallel runs: results in the order of the calls, each
+    process on its share of this process's threads, a failure raised here."""
+    import operator
+
+    from mmvitaccel.analysis.study.training import parallel_map
+    calls = [(1, 2), (3, 4), (5, 6)]
+    assert parallel_map(operator.add, calls, 2) == [3, 7, 11]
+    assert parallel_map(operator.add, calls, 1) == [3, 7, 11]
+    share = max(1, torch.get_num_threads() // 2)
+    assert parallel_map(torch.get_num_threads, [(), ()], 2) == [share] * 2
+    with pytest.raises(ZeroDivisionError):
+        parallel_map(operator.truediv, [(1, 1), (1, 0)], 2)
+    with pytest.raises(ValueError, match='workers must be >= 1'):
+        parallel_map(operator.add, calls, 0)

@@ -8,7 +8,8 @@
 #
 # A task:
 #   metrics         the test metrics of the CSV (evaluator keys)
-#   rows            the trained rows, the task's dense reference first
+#   rows            the trained rows: each dense reference (reference None)
+#                   and the method rows compared with it
 # A row:
 #   name            the CSV's method column
 #   config          its config (relative to the repository root)
@@ -26,6 +27,9 @@
 #                   backbone read by the row's own loader, the neck and
 #                   heads taken as they are; DGSSA's static logits from
 #                   tools/dgssa_init.py on the fine-tuned backbone)
+#   paper           what the method's paper reports for the task (None: no
+#                   figure for it; DGSSA reports none for detection or
+#                   segmentation, SaiT and AS-ViT only classify)
 
 TASKS = dict(
     detection=dict(
@@ -33,27 +37,43 @@ TASKS = dict(
         rows=[
             dict(name='Swin', config='configs/study/dense/swin_cascade.py',
                  host='swin', dgssa_init=False, reference=None,
-                 training_free=False),
+                 training_free=False,
+                 paper=None),
             dict(name='STViT-R',
                  config='configs/study/dense/stvit_r_cascade.py',
                  host='swin', dgssa_init=False, reference='Swin',
-                 training_free=True),
+                 training_free=True,
+                 paper='COCO, Swin-S: 51.8 box / 44.7 mask AP, '
+                 'backbone FLOPs −31%'),
             dict(name='DGSSA-Swin',
                  config='configs/study/dense/dgssa_cascade.py', host='swin',
-                 dgssa_init=True, reference='Swin', training_free=True),
+                 dgssa_init=True, reference='Swin', training_free=True,
+                 paper=None),
         ]),
     segmentation=dict(
         metrics=('mIoU', ),
         rows=[
             dict(name='Swin', config='configs/study/dense/swin_upernet.py',
                  host='swin', dgssa_init=False, reference=None,
-                 training_free=False),
+                 training_free=False,
+                 paper=None),
             dict(name='STViT-R',
                  config='configs/study/dense/stvit_r_upernet.py',
                  host='swin', dgssa_init=False, reference='Swin',
-                 training_free=True),
+                 training_free=True,
+                 paper='ADE20K: −1.0 / −0.8 mIoU, FLOPs −31%'),
             dict(name='DGSSA-Swin',
                  config='configs/study/dense/dgssa_upernet.py', host='swin',
-                 dgssa_init=True, reference='Swin', training_free=True),
+                 dgssa_init=True, reference='Swin', training_free=True,
+                 paper=None),
+            dict(name='DeiT', config='configs/study/dense/deit_upernet.py',
+                 host='deit', dgssa_init=False, reference=None,
+                 training_free=False,
+                 paper=None),
+            dict(name='Pruned DeiT',
+                 config='configs/study/dense/pruned_deit_upernet.py',
+                 host='deit', dgssa_init=False, reference='DeiT',
+                 training_free=True,
+                 paper=None),
         ]),
 )

@@ -22,7 +22,8 @@ from typing import Optional
 
 import torch
 
-from .training import _run_tool_atomic, _slug, _train, config_key
+from .training import (_run_tool_atomic, _slug, _train, config_key,
+                       parallel_map)
 
 __all__ = [
     'DENSE_METHODS_FILE', 'DENSE_HOSTS', 'DenseRow', 'HOST_OPTION',
@@ -45,7 +46,7 @@ DENSE_HOSTS = ('swin', 'deit')
 HOST_OPTION = 'model.backbone.init_cfg.checkpoint'
 
 _FIELDS = ('name', 'config', 'host', 'dgssa_init', 'reference',
-           'training_free')
+           'training_free', 'paper')
 
 
 @dataclass
@@ -63,6 +64,7 @@ class DenseRow:
         reference (str | None): the dense row it is compared with.
         training_free (bool): the reference's fine-tuned weights are also
             tested in this row's model with no training.
+        paper (str | None): what the method's paper reports for the task.
     """
     task: str
     name: str
@@ -71,6 +73,7 @@ class DenseRow:
     dgssa_init: bool
     reference: Optional[str]
     training_free: bool
+    paper: Optional[str]
 
 
 def load_dense_tasks(path):
@@ -128,7 +131,7 @@ def dgssa_init_checkpoint(repo, config, checkpoint, out, num_images=512):
 
 
 def finetuned_checkpoint(repo, row, backbone_checkpoint, seed, cache_dir,
-                         options=None):
+                         options=None, train=True):
     """A row's fine-tuned weights for a seed: cached, or trained now with
     mmengine's runner from ``backbone_checkpoint``.
 
@@ -140,9 +143,10 @@ def finetuned_checkpoint(repo, row, backbone_checkpoint, seed, cache_dir,
         seed (int): the training seed.
         cache_dir (str): one folder per row, seed and config text.
         options (dict, optional): more cfg options (part of the cache key).
+        train (bool): train when nothing is cached (else return None).
 
     Returns:
-        str: the checkpoint.
+        str | None: the checkpoint.
     """
     cfg = _row_config(repo, row, backbone_checkpoint, options)
     # no validation while fine-tuning: the rows are tested on the test
@@ -154,7 +158,7 @@ def finetuned_checkpoint(repo, row, backbone_checkpoint, seed, cache_dir,
     final = osp.join(work_dir, 'final.pth')
     if osp.isfile(final):
         return final
-    return _train(cfg, work_dir, seed)
+    return _train(cfg, work_dir, seed) if train else None
 
 
 def training_free_checkpoint(repo, row, finetuned, out, backbone=None,
@@ -234,20 +238,21 @@ def test_metrics(repo, row, checkpoint, options=None, work_dir=None):
     return metrics
 
 
-def _summarise(task, name, setting, metrics, per_seed, reference):
+def _summarise(row, setting, metrics, per_seed):
     from .dense_report import METRIC_COLUMNS
     from .evaluation import summarise
-    row = dict(task=task, method=name, setting=setting, reference=reference,
+    out = dict(task=row.task, method=row.name, setting=setting,
+               reference=row.reference, paper=row.paper,
                num_seeds=len(per_seed))
     for key in metrics:
         column, scale = METRIC_COLUMNS[key]
-        row[column], row[column + '_std'] = summarise(
+        out[column], out[column + '_std'] = summarise(
             scale * m[key] for m in per_seed)
-    return row
+    return out
 
 
 def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
-              options=None, progress=None):
+              options=None, progress=None, workers=1):
     """Train (or reuse) and test every row of a task over ``seeds``, and
     the training-free conversions of the dense reference's fine-tuned
     weights.
@@ -262,6 +267,8 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
         cache_dir (str): the cache folder.
         options (dict, optional): cfg options of every row (reduced runs).
         progress (Callable[[str], None], optional): called per step.
+        workers (int): training runs at once (:func:`~.training.
+            parallel_map`); cached runs cost nothing.
 
     Returns:
         tuple[list[dict], dict]: the CSV rows (with ``reference``; the
@@ -269,6 +276,7 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
         ``{(method, setting): checkpoint of the first seed}``.
     """
     out, first, finetuned = [], {}, {}
+    calls = []
     for row in rows:
         start = hosts[row.host]
         if row.dgssa_init:
@@ -277,12 +285,16 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
             start = dgssa_init_checkpoint(
                 repo, osp.join(repo, row.config), start,
                 osp.join(cache_dir, f'digits_{row.host}_host_dgssa.pth'))
-        ckpts = [finetuned_checkpoint(repo, row, start, s, cache_dir,
-                                      options) for s in seeds]
+        calls += [(repo, row, start, s, cache_dir, options) for s in seeds]
+    parallel_map(finetuned_checkpoint, [
+        c for c in calls if finetuned_checkpoint(*c, train=False) is None
+    ], workers)
+    trained = iter(finetuned_checkpoint(*c, train=False) for c in calls)
+    for row in rows:
+        ckpts = [next(trained) for _ in seeds]
         finetuned[row.name] = ckpts
         per_seed = [test_metrics(repo, row, c, options) for c in ckpts]
-        out.append(_summarise(task, row.name, 'fine-tuned', metrics,
-                              per_seed, row.reference))
+        out.append(_summarise(row, 'fine-tuned', metrics, per_seed))
         first[(row.name, 'fine-tuned')] = ckpts[0]
         if progress:
             progress(f'{task} {row.name}')
@@ -299,8 +311,7 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
                                             stem + '.pth', backbone, options)
             per_seed.append(test_metrics(repo, row, ckpt, options))
             first.setdefault((row.name, 'training-free'), ckpt)
-        out.append(_summarise(task, row.name, 'training-free', metrics,
-                              per_seed, row.reference))
+        out.append(_summarise(row, 'training-free', metrics, per_seed))
         if progress:
             progress(f'{task} {row.name} training-free')
     return out, first

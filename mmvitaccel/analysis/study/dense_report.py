@@ -29,13 +29,14 @@ METRIC_COLUMNS = {
 #: ``backbone_gflops`` per image (the one counter); speed ratios: images per
 #: second against the row's dense reference, timed interleaved, median over
 #: rounds, of the backbone alone and of the whole model's prediction, at
-#: batch 1 and 8.
-DENSE_FIELDS = ('task', 'method', 'setting', 'bbox_ap', 'bbox_ap_std',
-                'segm_ap', 'segm_ap_std', 'miou', 'miou_std', 'num_seeds',
-                'params', 'backbone_gflops', 'flops_ratio',
+#: batch 1 and 8; ``reference``: that dense row's method (empty for a dense
+#: row); ``paper``: what the method's paper reports for the task.
+DENSE_FIELDS = ('task', 'method', 'setting', 'reference', 'bbox_ap',
+                'bbox_ap_std', 'segm_ap', 'segm_ap_std', 'miou', 'miou_std',
+                'num_seeds', 'params', 'backbone_gflops', 'flops_ratio',
                 'backbone_speed_b1', 'backbone_speed_b8', 'model_speed_b1',
-                'model_speed_b8')
-_TEXT = ('task', 'method', 'setting')
+                'model_speed_b8', 'paper')
+_TEXT = ('task', 'method', 'setting', 'reference', 'paper')
 
 
 def dense_inputs(model, dataset, num_images):
@@ -136,6 +137,7 @@ def read_dense_csv(path):
         for row in csv.DictReader(f):
             for k in DENSE_FIELDS:
                 if k in _TEXT:
+                    row[k] = row[k] or None
                     continue
                 row[k] = None if row[k] == '' else (
                     int(row[k]) if k in ('num_seeds', 'params')
@@ -153,21 +155,34 @@ def _metric(row, col):
             f'{100 * row[col]:.1f}')
 
 
+def _change(row, rows):
+    """The row's metrics minus its fine-tuned reference's, in points."""
+    if row['reference'] is None:
+        return '—'
+    ref = next(r for r in rows if r['task'] == row['task'] and r[
+        'method'] == row['reference'] and r['setting'] == 'fine-tuned')
+    return ' / '.join(f'{100 * (row[c] - ref[c]):+.1f}'.replace('-', '−')
+                      for c in ('bbox_ap', 'segm_ap', 'miou')
+                      if row.get(c) is not None)
+
+
 def dense_markdown_table(rows):
     """One Markdown table of the rows (metrics in percent, ``mean ± std``
-    over seeds)."""
-    head = ('| task | method | setting | bbox AP | mask AP | mIoU | seeds | '
-            'backbone GFLOPs | FLOPs ratio | backbone speed b1 / b8 | '
-            'model speed b1 / b8 |')
-    lines = [head, '|' + '---|' * 11]
+    over seeds; the change in points against the row's dense reference;
+    backbone GFLOPs with the ratio to the reference's)."""
+    head = ('| task | method | setting | bbox AP | mask AP | mIoU | change | '
+            'seeds | backbone GFLOPs (ratio) | backbone speed b1 / b8 | '
+            'model speed b1 / b8 | paper |')
+    lines = [head, '|' + ' --- |' * 12]
     for r in rows:
         lines.append(
             f'| {r["task"]} | {r["method"]} | {r["setting"]} | '
             f'{_metric(r, "bbox_ap")} | {_metric(r, "segm_ap")} | '
-            f'{_metric(r, "miou")} | {r["num_seeds"]} | '
-            f'{r["backbone_gflops"]:.3f} | {r["flops_ratio"]:.2f} | '
+            f'{_metric(r, "miou")} | {_change(r, rows)} | {r["num_seeds"]} | '
+            f'{r["backbone_gflops"]:.3f} ({r["flops_ratio"]:.2f}) | '
             f'{r["backbone_speed_b1"]:.2f} / {r["backbone_speed_b8"]:.2f} | '
-            f'{r["model_speed_b1"]:.2f} / {r["model_speed_b8"]:.2f} |')
+            f'{r["model_speed_b1"]:.2f} / {r["model_speed_b8"]:.2f} | '
+            f'{r.get("paper") or "—"} |')
     return '\n'.join(lines)
 
 

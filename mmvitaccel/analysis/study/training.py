@@ -19,8 +19,8 @@ import torch
 
 __all__ = [
     'INITS', 'METHODS_FILE', 'StudyMethod', 'TRAIN_RECORD', 'config_key',
-    'host_checkpoint', 'load_methods', 'method_checkpoint', 'read_search',
-    'run_tool', 'setting_label', 'train_record'
+    'host_checkpoint', 'load_methods', 'method_checkpoint', 'parallel_map',
+    'read_search', 'run_tool', 'setting_label', 'train_record'
 ]
 
 #: How a trained method starts: the host's weights (``load_from``), a
@@ -161,6 +161,43 @@ def _train(cfg, work_dir, seed):
                     meta=dict(seed=seed, epoch=runner.epoch)), tmp)
     os.replace(tmp, final)
     return final
+
+
+def parallel_map(fn, calls, workers=1):
+    """``[fn(*args) for args in calls]``, in order, in ``workers`` spawned
+    processes when ``workers > 1``.
+
+    Each process gets ``torch.get_num_threads() // workers`` threads (at
+    least one), so that the processes share the cores instead of
+    oversubscribing them. Training the dense study's detectors this way, two
+    single-threaded runs at once on 2 cores gave 1.6 times the throughput
+    of one run on both (1.65 s a step each against 1.31 s; much of a
+    Cascade Mask R-CNN step is single-threaded). A run's floats then come
+    from single-threaded kernels: equal in law, not in bits, to a run on
+    two threads.
+
+    Args:
+        fn (Callable): a module-level function (picklable).
+        calls (list[tuple]): one argument tuple per call.
+        workers (int): processes; 1 runs the calls here, one by one.
+
+    Returns:
+        list: the results, in the order of ``calls``.
+    """
+    if workers < 1:
+        raise ValueError(f'workers must be >= 1, got {workers}')
+    if workers == 1 or len(calls) <= 1:
+        return [fn(*args) for args in calls]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    threads = max(1, torch.get_num_threads() // workers)
+    with ProcessPoolExecutor(
+            min(workers, len(calls)),
+            mp_context=multiprocessing.get_context('spawn'),
+            initializer=torch.set_num_threads,
+            initargs=(threads, )) as pool:
+        futures = [pool.submit(fn, *args) for args in calls]
+        return [f.result() for f in futures]
 
 
 def train_record(checkpoint):
