@@ -301,3 +301,16 @@ def test_the_study_tables_are_the_committed_csv():
     assert study.markdown_table(rows, references=False) in _read(README)
     assert study.markdown_table(rows) in _read(
         osp.join(REPO, 'docs', 'study.md'))
+
+
+def test_the_dense_study_tables_are_the_committed_csv():
+    """The dense evidence's table in the README and in docs/study.md is
+    rendered from docs/study/dense/dense.csv, the file
+    tools/analysis/dense_study.py wrote."""
+    from mmvitaccel.analysis.study import dense_report
+    rows = dense_report.read_dense_csv(
+        osp.join(REPO, 'docs', 'study', 'dense', 'dense.csv'))
+    assert rows[0]['reference'] is None
+    table = dense_report.dense_markdown_table(rows)
+    assert table in _read(README)
+    assert table in _read(osp.join(REPO, 'docs', 'study.md'))

@@ -66,7 +66,7 @@ def parse_args(argv=None):
     parser.add_argument('--deit-work-dir', default='work_dirs/study',
                         help='the classification study\'s cache')
     parser.add_argument('--out', default='work_dirs/dense_study/out')
-    parser.add_argument('--rounds', type=int, default=5,
+    parser.add_argument('--rounds', type=int, default=15,
                         help='interleaved timing rounds')
     parser.add_argument(
         '--jobs', type=int, default=2,
