@@ -101,7 +101,8 @@ def test_training_free_rows_hold_the_dense_weights(reduced_study):
     unchanged and the backbone read from the dense model's backbone."""
     _, _, work = reduced_study
     cache = work / 'cache'
-    converted = sorted(cache.glob('detection_Swin_seed0_*/final_as_STViT_R.pth'))
+    converted = sorted(
+        cache.glob('detection_Swin_seed0_*/final_as_STViT_R.pth'))
     dense_ckpt = converted[0].parent / 'final.pth'
     a = torch.load(dense_ckpt, map_location='cpu')['state_dict']
     b = torch.load(converted[0], map_location='cpu')['state_dict']

@@ -17,9 +17,10 @@ classification study's DeiT host).
 3. measures backbone FLOPs (the one counter) and the speed ratios of the
    backbone and of the whole model against the row's dense reference
    (the fine-tuned Swin, or DeiT for the pruned DeiT), timed interleaved
-   at batch 1 and 8 on the reference's test inputs, and writes ``dense.csv``, ``dense.png``
-   (metrics against FLOPs) and ``detections.png`` (the same test scenes
-   predicted by the dense and the STViT-R detector) to ``--out``.
+   at batch 1 and 8 on the reference's test inputs, and writes
+   ``dense.csv``, ``dense.png`` (metrics against FLOPs) and
+   ``detections.png`` (the same test scenes predicted by the dense and the
+   STViT-R detector) to ``--out``.
 
 Example::
 
