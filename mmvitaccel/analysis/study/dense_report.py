@@ -169,16 +169,18 @@ def _change(row, rows):
 def dense_markdown_table(rows):
     """One Markdown table of the rows (metrics in percent, ``mean ± std``
     over seeds; the change in points against the row's dense reference;
-    backbone GFLOPs with the ratio to the reference's)."""
+    the whole model's parameters; backbone GFLOPs with the ratio to the
+    reference's)."""
     head = ('| task | method | setting | bbox AP | mask AP | mIoU | change | '
-            'seeds | backbone GFLOPs (ratio) | backbone speed b1 / b8 | '
-            'model speed b1 / b8 | paper |')
-    lines = [head, '|' + ' --- |' * 12]
+            'seeds | params (M) | backbone GFLOPs (ratio) | '
+            'backbone speed b1 / b8 | model speed b1 / b8 | paper |')
+    lines = [head, '|' + ' --- |' * 13]
     for r in rows:
         lines.append(
             f'| {r["task"]} | {r["method"]} | {r["setting"]} | '
             f'{_metric(r, "bbox_ap")} | {_metric(r, "segm_ap")} | '
             f'{_metric(r, "miou")} | {_change(r, rows)} | {r["num_seeds"]} | '
+            f'{r["params"] / 1e6:.2f} | '
             f'{r["backbone_gflops"]:.3f} ({r["flops_ratio"]:.2f}) | '
             f'{r["backbone_speed_b1"]:.2f} / {r["backbone_speed_b8"]:.2f} | '
             f'{r["model_speed_b1"]:.2f} / {r["model_speed_b8"]:.2f} | '
