@@ -48,7 +48,8 @@ def reduced_study(tmp_path_factory):
     rows = dense_study.main([
         '--host-checkpoint', host, '--deit-checkpoint', deit, '--seeds',
         '0', '--work-dir', str(work / 'cache'), '--out', str(out),
-        '--rounds', '1', '--jobs', '1', '--cfg-options', *options
+        '--rounds', '1', '--jobs', '1', '--keep-every', '1',
+        '--cfg-options', *options
     ])
     return rows, out, work
 
@@ -110,6 +111,58 @@ def test_training_free_rows_hold_the_dense_weights(reduced_study):
     assert heads and all(torch.equal(a[k], b[k]) for k in heads)
     shared = [k for k in a if k.startswith('backbone.stages.2.') and k in b]
     assert shared and all(torch.equal(a[k], b[k]) for k in shared)
+
+
+@pytest.mark.slow
+def test_runs_keep_their_weights_for_the_learning_curve(reduced_study):
+    """``--keep-every 1``: every trained run keeps mmengine's
+    ``epoch_1.pth``, the weights of its last (and only) epoch, without the
+    optimizer state."""
+    _, _, work = reduced_study
+    for task in ('detection', 'segmentation'):
+        for kept in (work / 'cache').glob(f'{task}_*_seed0_*/epoch_1.pth'):
+            final = kept.parent / 'final.pth'
+            a = torch.load(kept, map_location='cpu')
+            b = torch.load(final, map_location='cpu')['state_dict']
+            assert 'optimizer' not in a
+            assert all(torch.equal(v, b[k])
+                       for k, v in a['state_dict'].items())
+            break
+        else:
+            raise AssertionError(f'no {task} run kept its weights')
+
+
+def test_the_learning_curve_tests_each_kept_epoch(tmp_path, monkeypatch):
+    """learning_curve: the kept ``epoch_{n}.pth`` in epoch order (not name
+    order), then the final weights at their recorded epoch; written and
+    drawn by the report."""
+    tasks = dense.load_dense_tasks(osp.join(REPO, dense.DENSE_METHODS_FILE))
+    row = tasks['segmentation'][1][0]
+    for n in (4, 12, 8):
+        torch.save(dict(state_dict={}, meta=dict(epoch=n)),
+                   tmp_path / f'epoch_{n}.pth')
+    (tmp_path / 'epoch_x.pth').write_bytes(b'')  # not a kept epoch
+    final = tmp_path / 'final.pth'
+    torch.save(dict(state_dict={}, meta=dict(seed=0, epoch=16)), final)
+    tested = []
+
+    def fake_test(repo, row, path, options=None):
+        tested.append(osp.basename(path))
+        return {'mIoU': 10. * len(tested), 'aAcc': 90.}
+
+    monkeypatch.setattr(dense, 'test_metrics', fake_test)
+    curve = dense.learning_curve(REPO, row, str(final))
+    assert [e for e, _ in curve] == [4, 8, 12, 16]
+    assert tested == ['epoch_4.pth', 'epoch_8.pth', 'epoch_12.pth',
+                      'final.pth']
+    rows = dense_report.curve_rows('segmentation', 'Swin', 0, curve)
+    assert [r['miou'] for r in rows] == [0.1, 0.2, 0.3, 0.4]
+    dense_report.write_curves_csv(rows, str(tmp_path / 'curves.csv'))
+    lines = (tmp_path / 'curves.csv').read_text().splitlines()
+    assert lines[0] == ','.join(dense_report.CURVE_FIELDS)
+    assert lines[2] == 'segmentation,Swin,0,8,,,0.2'
+    dense_report.plot_curves(rows, str(tmp_path / 'curves.png'))
+    assert (tmp_path / 'curves.png').stat().st_size > 0
 
 
 def test_a_checkpoint_of_another_recipe_is_refused(tmp_path):

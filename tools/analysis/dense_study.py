@@ -20,7 +20,10 @@ classification study's DeiT host).
    at batch 1 and 8 on the reference's test inputs, and writes
    ``dense.csv``, ``dense.png`` (metrics against FLOPs) and
    ``detections.png`` (the same test scenes predicted by the dense and the
-   STViT-R detector) to ``--out``.
+   STViT-R detector) to ``--out``;
+4. tests the weights that each row's first seed kept every
+   ``--keep-every`` epochs (runs trained by this command) and writes the
+   learning curves, ``curves.csv`` and ``curves.png``.
 
 Example::
 
@@ -73,6 +76,10 @@ def parse_args(argv=None):
         '--jobs', type=int, default=2,
         help='fine-tuning runs at once, each on cores / jobs threads '
         '(default 2: on 2 cores, 1.6 times the throughput of one run)')
+    parser.add_argument(
+        '--keep-every', type=int, default=4,
+        help='fine-tuning runs keep their weights every so many epochs; '
+        'the first seed\'s are tested for the learning curves (0: none)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='overrides of every row\'s config')
     parser.add_argument('--host-cfg-options', nargs='+', action=DictAction,
@@ -100,8 +107,6 @@ def hosts(args, needed):
         published = osp.join(args.work_dir, f'digits_{name}_host.pth')
         if osp.abspath(path) != osp.abspath(published):
             shutil.copyfile(path, published)
-    # test_inputs first: building the classifier fills in its
-    # data_preprocessor's type, in the config
     inputs = study.test_inputs(cfg)
     top1 = study.top1(build_model(cfg, found['swin']), inputs)
     return found, top1
@@ -135,13 +140,13 @@ def main(argv=None):
     print(f'Swin host: top-1 {host_top1:.4f} on the classification test '
           f'split ({checkpoints["swin"]})')
     options = dict(args.cfg_options or {})
-    rows = []
+    rows, curves = [], []
     for task in names:
         metrics, entries = tasks[task]
         done, first = dense.task_rows(
             REPO, task, metrics, entries, checkpoints, args.seeds,
             args.work_dir, options, progress=lambda s: print('done:', s),
-            workers=args.jobs)
+            workers=args.jobs, keep_every=args.keep_every or None)
         configs = {e.name: osp.join(REPO, e.config) for e in entries}
         models = {}
 
@@ -174,9 +179,19 @@ def main(argv=None):
                  'STViT-R': models[('STViT-R', 'fine-tuned')]},
                 test_sets['Swin'], osp.join(args.out, 'detections.png'))
         rows += done
+        for entry in entries:
+            curve = dense.learning_curve(
+                REPO, entry, first[(entry.name, 'fine-tuned')], options)
+            if len(curve) > 1:  # runs cached before kept no weights
+                curves += dense_report.curve_rows(task, entry.name,
+                                                  args.seeds[0], curve)
     os.makedirs(args.out, exist_ok=True)
     dense_report.write_dense_csv(rows, osp.join(args.out, 'dense.csv'))
     dense_report.plot_dense(rows, osp.join(args.out, 'dense.png'))
+    if curves:
+        dense_report.write_curves_csv(curves,
+                                      osp.join(args.out, 'curves.csv'))
+        dense_report.plot_curves(curves, osp.join(args.out, 'curves.png'))
     with open(osp.join(args.out, 'host.json'), 'w') as f:
         json.dump(dict(swin_host_top1=host_top1,
                        seconds=round(time.time() - start)), f)

@@ -28,7 +28,7 @@ from .training import (_run_tool_atomic, _slug, _train, config_key,
 __all__ = [
     'DENSE_METHODS_FILE', 'DENSE_HOSTS', 'DenseRow', 'HOST_OPTION',
     'SWIN_HOST_CONFIG', 'dgssa_init_checkpoint', 'finetuned_checkpoint',
-    'load_dense_tasks', 'task_rows', 'test_metrics',
+    'learning_curve', 'load_dense_tasks', 'task_rows', 'test_metrics',
     'training_free_checkpoint'
 ]
 
@@ -131,7 +131,7 @@ def dgssa_init_checkpoint(repo, config, checkpoint, out, num_images=512):
 
 
 def finetuned_checkpoint(repo, row, backbone_checkpoint, seed, cache_dir,
-                         options=None, train=True):
+                         options=None, train=True, keep_every=None):
     """A row's fine-tuned weights for a seed: cached, or trained now with
     mmengine's runner from ``backbone_checkpoint``.
 
@@ -144,6 +144,8 @@ def finetuned_checkpoint(repo, row, backbone_checkpoint, seed, cache_dir,
         cache_dir (str): one folder per row, seed and config text.
         options (dict, optional): more cfg options (part of the cache key).
         train (bool): train when nothing is cached (else return None).
+        keep_every (int, optional): also keep the weights every so many
+            epochs, for :func:`learning_curve` (not part of the cache key).
 
     Returns:
         str | None: the checkpoint.
@@ -158,7 +160,7 @@ def finetuned_checkpoint(repo, row, backbone_checkpoint, seed, cache_dir,
     final = osp.join(work_dir, 'final.pth')
     if osp.isfile(final):
         return final
-    return _train(cfg, work_dir, seed) if train else None
+    return _train(cfg, work_dir, seed, keep_every) if train else None
 
 
 def training_free_checkpoint(repo, row, finetuned, out, backbone=None,
@@ -238,6 +240,28 @@ def test_metrics(repo, row, checkpoint, options=None, work_dir=None):
     return metrics
 
 
+def learning_curve(repo, row, checkpoint, options=None):
+    """Test metrics of the weights a fine-tuning kept on its way
+    (``epoch_{n}.pth`` beside ``checkpoint``, :func:`finetuned_checkpoint`'s
+    ``keep_every``), and of ``checkpoint`` itself at its last epoch.
+
+    Returns:
+        list[tuple[int, dict]]: ``(epoch, metrics)`` by epoch; only the
+        last epoch when the run kept nothing (runs cached before).
+    """
+    folder = osp.dirname(checkpoint)
+    kept = {}
+    for name in os.listdir(folder):
+        stem, ext = osp.splitext(name)
+        if ext == '.pth' and stem.startswith('epoch_') and \
+                stem[6:].isdigit():
+            kept[int(stem[6:])] = osp.join(folder, name)
+    last = torch.load(checkpoint, map_location='cpu', weights_only=True)
+    kept[int(last['meta']['epoch'])] = checkpoint
+    return [(epoch, test_metrics(repo, row, path, options))
+            for epoch, path in sorted(kept.items())]
+
+
 def _summarise(row, setting, metrics, per_seed):
     from .dense_report import METRIC_COLUMNS
     from .evaluation import summarise
@@ -252,7 +276,7 @@ def _summarise(row, setting, metrics, per_seed):
 
 
 def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
-              options=None, progress=None, workers=1):
+              options=None, progress=None, workers=1, keep_every=None):
     """Train (or reuse) and test every row of a task over ``seeds``, and
     the training-free conversions of the dense reference's fine-tuned
     weights.
@@ -269,6 +293,8 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
         progress (Callable[[str], None], optional): called per step.
         workers (int): training runs at once (:func:`~.training.
             parallel_map`); cached runs cost nothing.
+        keep_every (int, optional): runs trained now keep their weights
+            every so many epochs (:func:`learning_curve`).
 
     Returns:
         tuple[list[dict], dict]: the CSV rows (with ``reference``; the
@@ -287,7 +313,8 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
                 osp.join(cache_dir, f'digits_{row.host}_host_dgssa.pth'))
         calls += [(repo, row, start, s, cache_dir, options) for s in seeds]
     parallel_map(finetuned_checkpoint, [
-        c for c in calls if finetuned_checkpoint(*c, train=False) is None
+        c + (True, keep_every) for c in calls
+        if finetuned_checkpoint(*c, train=False) is None
     ], workers)
     trained = iter(finetuned_checkpoint(*c, train=False) for c in calls)
     for row in rows:

@@ -1,7 +1,8 @@
 """The dense evidence's measurements and outputs: backbone FLOPs and the
 speed ratios of backbones and whole models (:func:`measure_dense`), the
 CSV (:data:`DENSE_FIELDS`), its Markdown table, the plot of each task's
-metric against backbone FLOPs and the picture of predicted test scenes."""
+metric against backbone FLOPs, the learning curves (:data:`CURVE_FIELDS`)
+and the picture of predicted test scenes."""
 import csv
 import os
 import os.path as osp
@@ -10,8 +11,9 @@ import statistics
 import torch
 
 __all__ = [
-    'DENSE_FIELDS', 'METRIC_COLUMNS', 'dense_inputs', 'dense_markdown_table',
-    'measure_dense', 'plot_dense', 'prediction_picture', 'read_dense_csv',
+    'CURVE_FIELDS', 'DENSE_FIELDS', 'METRIC_COLUMNS', 'curve_rows',
+    'dense_inputs', 'dense_markdown_table', 'measure_dense', 'plot_curves',
+    'plot_dense', 'prediction_picture', 'read_dense_csv', 'write_curves_csv',
     'write_dense_csv'
 ]
 
@@ -37,6 +39,11 @@ DENSE_FIELDS = ('task', 'method', 'setting', 'reference', 'bbox_ap',
                 'backbone_speed_b1', 'backbone_speed_b8', 'model_speed_b1',
                 'model_speed_b8', 'paper')
 _TEXT = ('task', 'method', 'setting', 'reference', 'paper')
+
+#: the learning curves' columns: a fine-tuning's test metrics (shares) at
+#: the epochs whose weights it kept (:func:`~.dense.learning_curve`)
+CURVE_FIELDS = ('task', 'method', 'seed', 'epoch', 'bbox_ap', 'segm_ap',
+                'miou')
 
 
 def dense_inputs(model, dataset, num_images):
@@ -186,6 +193,64 @@ def dense_markdown_table(rows):
             f'{r["model_speed_b1"]:.2f} / {r["model_speed_b8"]:.2f} | '
             f'{r.get("paper") or "—"} |')
     return '\n'.join(lines)
+
+
+def curve_rows(task, method, seed, curve):
+    """:data:`CURVE_FIELDS` rows of one :func:`~.dense.learning_curve`."""
+    rows = []
+    for epoch, metrics in curve:
+        row = dict(task=task, method=method, seed=seed, epoch=epoch)
+        for key, value in metrics.items():
+            if key in METRIC_COLUMNS:
+                column, scale = METRIC_COLUMNS[key]
+                row[column] = scale * value
+        rows.append(row)
+    return rows
+
+
+def write_curves_csv(rows, path):
+    """The learning curves as CSV (empty where a task has no such
+    metric)."""
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    with open(path, 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=CURVE_FIELDS,
+                                extrasaction='ignore')
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({
+                k: f'{row[k]:.6g}' if isinstance(row.get(k), float) else
+                row.get(k, '') for k in CURVE_FIELDS
+            })
+
+
+def plot_curves(rows, path):
+    """Each task's test metrics against the fine-tuning epoch, one line per
+    method and metric, one panel per task."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    tasks = list(dict.fromkeys(r['task'] for r in rows))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4),
+                             squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        mine = [r for r in rows if r['task'] == task]
+        for method in dict.fromkeys(r['method'] for r in mine):
+            for col, marker in (('bbox_ap', 'o'), ('segm_ap', 's'),
+                                ('miou', 'D')):
+                points = [(r['epoch'], 100 * r[col]) for r in mine
+                          if r['method'] == method and r.get(col) is not None]
+                if points:
+                    ax.plot(*zip(*points), marker=marker,
+                            label=f'{method} ({col})')
+        ax.set_title(task)
+        ax.set_xlabel('fine-tuning epoch')
+        ax.set_ylabel('test metric (%): o bbox AP, s mask AP, D mIoU')
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def plot_dense(rows, path):

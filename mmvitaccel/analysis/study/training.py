@@ -135,17 +135,22 @@ def config_key(cfg, seed):
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
-def _train(cfg, work_dir, seed):
+def _train(cfg, work_dir, seed, keep_every=None):
     """Train ``cfg`` with mmengine's runner into ``work_dir``; return the
     path of the final weights (written atomically, so that an interrupted
-    run leaves no checkpoint that looks complete)."""
+    run leaves no checkpoint that looks complete).
+
+    ``keep_every`` (int, optional) also keeps the weights every so many
+    epochs (``epoch_{n}.pth``, mmengine's names; no optimizer state), for a
+    learning curve; it is not part of the cached run's key."""
     from mmengine.runner import Runner
     final = osp.join(work_dir, 'final.pth')
     cfg = copy.deepcopy(cfg)
     cfg.work_dir = work_dir
     cfg.randomness = dict(seed=seed, deterministic=False)
-    cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=-1,
-                                        save_last=False)
+    cfg.default_hooks.checkpoint = dict(
+        type='CheckpointHook', interval=keep_every or -1, by_epoch=True,
+        save_last=False, save_optimizer=False, save_param_scheduler=False)
     runner = Runner.from_cfg(cfg)
     runner.train()
     # every step's gradient norm before clipping (the optimizer wrapper's
