@@ -9,6 +9,7 @@ from mmaction.models.backbones.swin import SwinTransformer3D  # noqa: E402,I100
 from mmvitaccel.models.backbones import stvit_swin3d
 from mmvitaccel.analysis.flops import count_flops
 
+from .tolerance import assert_rounding_close
 from .utils import assert_padding_invariant
 
 TINY = dict(embed_dims=32, depths=[1, 1, 4, 1], num_heads=[1, 2, 4, 8])
@@ -171,6 +172,65 @@ def test_inflates_a_2d_swin_like_upstream(tmp_path, monkeypatch):
                   if 'relative_position_bias_table' in k) == sorted(
                       k for k in _replaced_tables() if 'bias_table' in k)
     assert ours.load_report['missing'] == []
+
+
+def test_an_openmmlab_2d_swin_inflates_through_the_official_layout(tmp_path):
+    """swin_to_official: an mmpretrain Swin classifier's weights, written in
+    the official layout, inflate with upstream Video Swin's own
+    ``inflate_weights`` into a model that computes, on a clip of one
+    repeated frame, the 2-D Swin's features of that frame at every stage
+    and time step (the patch merging's channel order included: a wrong one
+    changes stages 2-4). And mmdet's converter takes the result back to
+    the same tensors."""
+    from mmdet.models.backbones.swin import swin_converter
+    from mmpretrain.models import SwinTransformer
+
+    from mmvitaccel.models.utils.swin_layout import swin_to_official
+    arch = dict(embed_dims=16, depths=[1, 1, 2, 1], num_heads=[1, 2, 2, 4])
+    torch.manual_seed(0)
+    flat = SwinTransformer(arch=arch, img_size=224, window_size=7,
+                           out_indices=(0, 1, 2, 3), drop_path_rate=0.)
+    for value in flat.state_dict().values():  # LayerNorms off unit scale
+        if value.is_floating_point():
+            value.copy_(0.2 * torch.randn_like(value))
+    for i in range(3):  # output norms with no official place: unit, as
+        getattr(flat, f'norm{i}').reset_parameters()  # upstream starts them
+    classifier = {f'backbone.{k}': v for k, v in flat.state_dict().items()}
+    classifier['head.fc.weight'] = torch.randn(10, 128)
+    official = swin_to_official(dict(state_dict=classifier))
+    assert 'norm.weight' in official and 'head.fc.weight' not in official
+    # mmdet's converter leaves the official final ``norm`` as it is
+    back = {k.replace('backbone.norm.', 'backbone.norm3.'): v
+            for k, v in swin_converter(official).items()}
+    own = {k: v for k, v in flat.state_dict().items()
+           if 'relative_position_index' not in k and not k.startswith(
+               ('norm0', 'norm1', 'norm2'))}
+    assert set(back) == {f'backbone.{k}' for k in own}
+    assert all(torch.equal(back[f'backbone.{k}'], v) for k, v in own.items())
+    torch.save(dict(model=official), tmp_path / 'official.pth')
+    video = SwinTransformer3D(arch=arch, patch_size=(2, 4, 4),
+                              window_size=(2, 7, 7), drop_path_rate=0.,
+                              out_indices=(0, 1, 2, 3), pretrained2d=True,
+                              pretrained=str(tmp_path / 'official.pth'))
+    video.init_weights()
+    flat.double().eval()
+    video.double().eval()
+    frame = torch.randn(1, 3, 224, 224, dtype=torch.float64)
+    with torch.no_grad():
+        expected = flat(frame)
+        got = video(frame.unsqueeze(2).expand(-1, -1, 4, -1, -1))
+    # the same sums in another order (a 2-frame conv over equal frames with
+    # halved weights; attention over two equal copies of each key), in
+    # float64: the rounding bound of the longest chain of sums to the last
+    # stage, under 2,048 terms (patch conv 96; per block LayerNorm, qkv,
+    # 98 keys, projection and FFN over at most 4 x 128 channels; 5 blocks
+    # and 3 mergings), at the features' scale
+    for stage, (e, g) in enumerate(zip(expected, got)):
+        for t in range(g.shape[2]):
+            assert_rounding_close(g[:, :, t], e, terms=2048,
+                                  msg=f'stage {stage}, time {t}')
+    with pytest.raises(ValueError, match='mmdet/mmpretrain names'):
+        swin_to_official(official)
 
 
 @pytest.mark.parametrize('kwargs,match', [

@@ -5,10 +5,11 @@ This package imports nothing of mmvitaccel but :mod:`mmvitaccel.registry`.
 """
 from .digits_canvas import (DigitsCanvas, EpochSampler, digits_splits,
                             render_canvas)
+from .digits_clips import CLIP_LABELS, DigitsClips, render_clip
 from .digits_scenes import (DigitsInstances, DigitsScenes,
                             DigitsSegmentation, render_scene)
 
 __all__ = [
-    'DigitsCanvas', 'DigitsInstances', 'DigitsScenes', 'DigitsSegmentation',
+    'CLIP_LABELS', 'DigitsClips', 'render_clip', 'DigitsCanvas', 'DigitsInstances', 'DigitsScenes', 'DigitsSegmentation',
     'EpochSampler', 'digits_splits', 'render_canvas', 'render_scene'
 ]

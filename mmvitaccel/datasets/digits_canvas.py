@@ -27,6 +27,7 @@ from ..registry import DATA_SAMPLERS, DATASETS
 
 __all__ = [
     'DigitsCanvas', 'EpochDrawnDataset', 'EpochSampler', 'check_drawing',
+    'draw_fragments',
     'digits_splits', 'render_canvas'
 ]
 
@@ -125,24 +126,47 @@ def render_canvas(rng, digit, fragments_from, canvas_size=32,
     y0, x0 = (int(v) for v in rng.integers(0, canvas_size - side + 1,
                                            size=2))
     canvas[y0:y0 + side, x0:x0 + side] = glyph
-    for _ in range(num_fragments):
-        src = fragments_from[rng.integers(len(fragments_from))]
-        k = int(rng.integers(fragment_size[0], fragment_size[1] + 1))
-        y, x = rng.integers(0, 8 - k + 1, size=2)
-        px = max(2, int(round(k * factor)))
-        piece = _warp(src[y:y + k, x:x + k], px, 0.) * rng.uniform(0.5, 1.)
-        for _ in range(_PLACEMENT_TRIES):  # beside the digit, not on it
-            py, qx = (int(v) for v in rng.integers(0, canvas_size - px + 1,
-                                                   size=2))
-            if py >= y0 + side or py + px <= y0 or qx >= x0 + side or \
-                    qx + px <= x0:
-                region = canvas[py:py + px, qx:qx + px]
-                np.maximum(region, piece, out=region)
-                break
+    draw_fragments(rng, canvas, fragments_from, num_fragments, fragment_size,
+                   lambda k: k * factor, [(x0, y0, x0 + side, y0 + side)])
     canvas += rng.normal(0., noise, canvas.shape).astype(np.float32)
     img = (np.clip(canvas, 0., 1.) * 255. + 0.5).astype(np.uint8)
     return np.repeat(img[..., None], 3, axis=2), (x0, y0, x0 + side,
                                                   y0 + side)
+
+
+def draw_fragments(rng, canvas, scans, num_fragments, fragment_size,
+                   enlarge, avoid):
+    """Draw clutter into ``canvas`` in place: per fragment, a ``k x k`` crop
+    (``k ~ U{fragment_size}``) of a random scan, ``round(enlarge(k))`` px a
+    side (at least 2), its intensity scaled by ``~U(0.5, 1)``, at a uniform
+    position that overlaps none of the ``avoid`` boxes (up to
+    :data:`_PLACEMENT_TRIES` draws, else it is left out); fragments combine
+    by maximum. The canvas, the scene and the clip draw their clutter so.
+
+    Args:
+        rng (np.random.Generator): the drawing's generator.
+        canvas (np.ndarray): ``(H, W)`` float, square.
+        scans (np.ndarray): ``(n, 8, 8)`` scans to crop from.
+        num_fragments (int): fragments to draw.
+        fragment_size (tuple[int, int]): the crop side range, in scan pixels.
+        enlarge (Callable[[int], float]): the side in pixels of a crop of
+            ``k`` scan pixels (it may draw from ``rng``).
+        avoid (list[tuple]): ``(x0, y0, x1, y1)`` boxes to keep clear.
+    """
+    size = canvas.shape[0]
+    for _ in range(num_fragments):
+        src = scans[rng.integers(len(scans))]
+        k = int(rng.integers(fragment_size[0], fragment_size[1] + 1))
+        y, x = rng.integers(0, 8 - k + 1, size=2)
+        px = max(2, int(round(enlarge(k))))
+        piece = _warp(src[y:y + k, x:x + k], px, 0.) * rng.uniform(0.5, 1.)
+        for _ in range(_PLACEMENT_TRIES):
+            py, qx = (int(v) for v in rng.integers(0, size - px + 1, size=2))
+            if all(py >= y1 or py + px <= y0 or qx >= x1 or qx + px <= x0
+                   for x0, y0, x1, y1 in avoid):
+                region = canvas[py:py + px, qx:qx + px]
+                np.maximum(region, piece, out=region)
+                break
 
 
 def check_drawing(scale, fragment_size, num_fragments, noise):

@@ -32,9 +32,9 @@ import json
 import numpy as np
 
 from ..registry import DATASETS
-from .digits_canvas import (_PLACEMENT_TRIES, _SPLIT_CODE, SPLITS,
-                            EpochDrawnDataset, _load_digits, _warp,
-                            check_drawing, digits_splits)
+from .digits_canvas import (_SPLIT_CODE, SPLITS, EpochDrawnDataset,
+                            _load_digits, _warp, check_drawing,
+                            digits_splits, draw_fragments)
 
 __all__ = ['DigitsInstances', 'DigitsScenes', 'DigitsSegmentation',
            'render_scene', 'SCENE_DIGIT_TRIES']
@@ -116,19 +116,9 @@ def render_scene(rng, scans, labels, canvas_size=128, num_digits=(3, 6),
             squares.append(square)
             digit_labels.append(int(labels[pick]))
             break
-    for _ in range(num_fragments):
-        src = scans[rng.integers(len(scans))]
-        k = int(rng.integers(fragment_size[0], fragment_size[1] + 1))
-        y, x = rng.integers(0, 8 - k + 1, size=2)
-        px = max(2, int(round(k * rng.uniform(*scale) * size / 8.)))
-        piece = _warp(src[y:y + k, x:x + k], px, 0.) * rng.uniform(0.5, 1.)
-        for _ in range(_PLACEMENT_TRIES):  # where no digit is
-            py, qx = (int(v) for v in rng.integers(0, size - px + 1, size=2))
-            if all(_box_iou((qx, py, qx + px, py + px), s) == 0.
-                   for s in squares):
-                region = canvas[py:py + px, qx:qx + px]
-                np.maximum(region, piece, out=region)
-                break
+    # where no digit is, each at a digit's scale of its own
+    draw_fragments(rng, canvas, scans, num_fragments, fragment_size,
+                   lambda k: k * rng.uniform(*scale) * size / 8., squares)
     canvas += rng.normal(0., noise, canvas.shape).astype(np.float32)
     img = (np.clip(canvas, 0., 1.) * 255. + 0.5).astype(np.uint8)
     masks = np.stack([owner == j for j in range(len(squares))]) if \
