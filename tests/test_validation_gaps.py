@@ -318,3 +318,15 @@ def test_reparameterize_refuses_a_checkpoint_that_runs_code(tmp_path):
             [config, ckpt, str(tmp_path / 'deploy.pth')])
     assert not osp.exists(marker)
     assert not osp.exists(tmp_path / 'deploy.pth')
+
+
+def test_building_a_model_leaves_its_config_as_it_was():
+    """apis.harness.build_model builds from copies: mmpretrain's
+    ImageClassifier fills in its data preprocessor's type in place, which
+    changed the config's text (a study cache key) before."""
+    from mmvitaccel.apis.harness import build_model, load_config
+    cfg = load_config(osp.join(REPO, 'configs/study/dense/swin_host.py'))
+    before = cfg.pretty_text
+    assert 'type' not in cfg.data_preprocessor
+    build_model(cfg)
+    assert cfg.pretty_text == before

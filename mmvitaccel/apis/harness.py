@@ -8,6 +8,7 @@ the toolbox reads, or the first samples of the config's test dataloader.
 ``tools/analysis/benchmark.py``, ``tools/analysis/get_flops.py`` and
 ``tools/visualize_tokens.py`` share them.
 """
+import copy
 from typing import List, Optional, Sequence, Tuple
 
 import torch
@@ -79,11 +80,15 @@ def build_model(cfg,
     scope = cfg.get('default_scope')
     if scope is not None:
         init_default_scope(scope)
-    model_cfg = cfg.model.copy()
+    # copies: a builder may fill in its arguments in place (mmpretrain's
+    # ImageClassifier sets its data preprocessor's type), and the caller's
+    # config must stay as it was (its text is a cache key)
+    model_cfg = copy.deepcopy(cfg.model)
     # as mmengine's Runner does: a top-level data_preprocessor (e.g.
     # mmpretrain's, with num_classes) completes the model's
     if cfg.get('data_preprocessor') is not None:
-        model_cfg.setdefault('data_preprocessor', cfg.data_preprocessor)
+        model_cfg.setdefault('data_preprocessor',
+                             copy.deepcopy(cfg.data_preprocessor))
     with DefaultScope.overwrite_default_scope(scope):
         model = MODELS.build(model_cfg)
     model = revert_sync_batchnorm(model)
@@ -203,8 +208,6 @@ def real_data_batches(cfg,
         list[dict]: Raw data batches ``{'inputs': [...], 'data_samples':
         [...]}``.
     """
-    import copy
-
     from mmengine.registry import DefaultScope
     from mmengine.runner import Runner
     loader_cfg = copy.deepcopy(cfg.test_dataloader)
