@@ -65,8 +65,8 @@ def test_reduced_dense_study_writes_every_row_and_output(reduced_study):
                  if r.training_free}
     assert {(r['task'], r['method'], r['setting']) for r in rows} == expected
     for r in rows:
-        keys = ('bbox_ap', 'segm_ap') if r['task'] == 'detection' else (
-            'miou', )
+        keys = dict(detection=('bbox_ap', 'segm_ap'), segmentation=(
+            'miou', ), video=('top1', ))[r['task']]
         for k in keys:
             assert 0 <= r[k] <= 1, (r, k)
         assert r['backbone_gflops'] > 0 and r['params'] > 0
@@ -160,7 +160,7 @@ def test_the_learning_curve_tests_each_kept_epoch(tmp_path, monkeypatch):
     dense_report.write_curves_csv(rows, str(tmp_path / 'curves.csv'))
     lines = (tmp_path / 'curves.csv').read_text().splitlines()
     assert lines[0] == ','.join(dense_report.CURVE_FIELDS)
-    assert lines[2] == 'segmentation,Swin,0,8,,,0.2'
+    assert lines[2] == 'segmentation,Swin,0,8,,,0.2,'
     dense_report.plot_curves(rows, str(tmp_path / 'curves.png'))
     assert (tmp_path / 'curves.png').stat().st_size > 0
 
@@ -192,6 +192,20 @@ def test_bad_method_entries_are_refused(tmp_path, bad, match):
                  reference=None, training_free=False, paper=None), entry]
     path = tmp_path / 'methods.py'
     path.write_text(f'TASKS = dict(t=dict(metrics=("mIoU", ), rows={rows!r}))')
+    with pytest.raises(ValueError, match=match):
+        dense.load_dense_tasks(str(path))
+
+
+@pytest.mark.parametrize('bad,match', [
+    (dict(host_layout='timm'), 'host_layout must be one of'),
+    (dict(hosts='swin'), 'unknown fields'),
+])
+def test_bad_task_fields_are_refused(tmp_path, bad, match):
+    rows = [dict(name='Swin', config='c.py', host='swin', dgssa_init=False,
+                 reference=None, training_free=False, paper=None)]
+    task = dict(metrics=('mIoU', ), rows=rows, **bad)
+    path = tmp_path / 'methods.py'
+    path.write_text(f'TASKS = dict(t={task!r})')
     with pytest.raises(ValueError, match=match):
         dense.load_dense_tasks(str(path))
 

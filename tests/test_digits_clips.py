@@ -14,14 +14,14 @@ PIPELINE = [
 
 
 def test_a_clip_is_a_pure_function_of_seed_split_epoch_and_index():
-    train = DigitsClips(split='train', num_clips_per_epoch=4, num_frames=4)
-    again = DigitsClips(split='train', num_clips_per_epoch=4, num_frames=4)
+    train = DigitsClips(split='train', num_scenes=4, num_frames=4)
+    again = DigitsClips(split='train', num_scenes=4, num_frames=4)
     a, b = train.get_data_info(2, 1), again.get_data_info(2, 1)
     assert all(np.array_equal(x, y) for x, y in zip(a['imgs'], b['imgs']))
     other = train.get_data_info(2, 2)  # training clips are new per epoch
     assert not all(np.array_equal(x, y)
                    for x, y in zip(a['imgs'], other['imgs']))
-    test = DigitsClips(split='test', num_clips_per_epoch=4, num_frames=4)
+    test = DigitsClips(split='test', num_scenes=4, num_frames=4)
     c, d = test.get_data_info(2, 0), test.get_data_info(2, 5)
     assert all(np.array_equal(x, y) for x, y in zip(c['imgs'], d['imgs']))
 
@@ -54,8 +54,8 @@ def test_the_digit_moves_along_its_direction_and_only_it_moves(direction):
 
 
 def test_labels_are_the_digit_or_the_direction():
-    digit = DigitsClips(split='val', num_clips_per_epoch=30, num_frames=2)
-    way = DigitsClips(split='val', num_clips_per_epoch=30, num_frames=2,
+    digit = DigitsClips(split='val', num_scenes=30, num_frames=2)
+    way = DigitsClips(split='val', num_scenes=30, num_frames=2,
                       label='direction', num_directions=4)
     labels = _load_digits()[1][digits_splits()['val']]
     for i in range(30):

@@ -117,8 +117,9 @@ class DigitsClips(EpochDrawnDataset):
     Args:
         split (str): ``'train'``, ``'val'`` or ``'test'``.
         label (str): one of :data:`CLIP_LABELS`.
-        num_clips_per_epoch (int, optional): items; default the split's
-            scan count.
+        num_scenes (int, optional): clips per epoch; default the split's
+            scan count (the scene datasets' name, so that one option sizes
+            every task of the dense study).
         canvas_size, num_frames, scale, max_angle, travel, num_directions,
             num_fragments, fragment_size, noise: see :func:`render_clip`.
         split_seed (int): the seed of the stratified splits.
@@ -133,7 +134,7 @@ class DigitsClips(EpochDrawnDataset):
     def __init__(self,
                  split='train',
                  label='digit',
-                 num_clips_per_epoch=None,
+                 num_scenes=None,
                  canvas_size=160,
                  num_frames=8,
                  scale=(0.16, 0.34),
@@ -182,8 +183,8 @@ class DigitsClips(EpochDrawnDataset):
         images, labels = _load_digits()
         index = digits_splits(tuple(ratios), split_seed, labels)[split]
         self._scans, self._labels = images[index], labels[index]
-        self.num_clips_per_epoch = len(index) if num_clips_per_epoch is None \
-            else int(num_clips_per_epoch)
+        self.num_scenes = len(index) if num_scenes is None \
+            else int(num_scenes)
         classes = tuple(str(i) for i in range(10)) if label == 'digit' else \
             tuple(f'{360 * k / num_directions:g} deg'
                   for k in range(num_directions))
@@ -195,7 +196,7 @@ class DigitsClips(EpochDrawnDataset):
         """One entry per clip: its scan and digit."""
         n = len(self._labels)
         return [dict(scan=i % n, digit=int(self._labels[i % n]),
-                     sample_idx=i) for i in range(self.num_clips_per_epoch)]
+                     sample_idx=i) for i in range(self.num_scenes)]
 
     def clip(self, idx, epoch=0):
         """Clip ``idx`` at ``epoch``: its frames, the digit's box in each,

@@ -1,8 +1,9 @@
 # Copyright (c) mmvitaccel contributors. All rights reserved.
 """The dense evidence in one command (``docs/study.md``, "Dense
-prediction"): detection and segmentation on real digit scans, fine-tuned
-from a pretrained Swin classifier (and, for the pruned DeiT, from the
-classification study's DeiT host).
+prediction"): detection, segmentation and video recognition on real digit
+scans, fine-tuned from a pretrained Swin classifier (and, for the pruned
+DeiT, from the classification study's DeiT host; the video rows inflate
+the Swin host as upstream Video Swin inflates an ImageNet Swin).
 
 1. trains the digits Swin host (``configs/study/dense/swin_host.py``) with
    the normal runner, or reuses the checkpoint cached under ``--work-dir``
@@ -53,7 +54,7 @@ from mmvitaccel.apis.harness import build_model, load_config  # noqa: E402
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        description='Detection and segmentation fine-tuned from a '
+        description='Detection, segmentation and video fine-tuned from a '
         'pretrained host: the dense evidence')
     parser.add_argument('--tasks', nargs='+', default=None,
                         help='tasks of --methods-file (default: all)')

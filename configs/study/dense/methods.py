@@ -10,13 +10,19 @@
 #   metrics         the test metrics of the CSV (evaluator keys)
 #   rows            the trained rows: each dense reference (reference None)
 #                   and the method rows compared with it
+#   host_option     (optional) the cfg key that receives the checkpoint a
+#                   row's backbone starts from (default
+#                   model.backbone.init_cfg.checkpoint)
+#   host_layout     (optional) 'as_trained' (default: the host checkpoint
+#                   itself) or 'official' (the Swin host in the official
+#                   Swin layout, which upstream Video Swin inflates)
 # A row:
 #   name            the CSV's method column
 #   config          its config (relative to the repository root)
 #   host            'swin' (configs/study/dense/swin_host.py) or 'deit' (the
 #                   classification study's host, configs/study/
 #                   digits_deit_host.py): the checkpoint its backbone starts
-#                   from (model.backbone.init_cfg.checkpoint)
+#                   from (the task's host_option)
 #   dgssa_init      True: tools/dgssa_init.py runs on the host first, and the
 #                   backbone starts from its output instead (static logits
 #                   from the host's mean attention)
@@ -75,5 +81,23 @@ TASKS = dict(
                  host='deit', dgssa_init=False, reference='DeiT',
                  training_free=True,
                  paper=None),
+        ]),
+    video=dict(
+        metrics=('acc/top1', ),
+        # upstream inflates a 2-D Swin given as ``pretrained`` with
+        # ``pretrained2d=True``, in the official layout
+        host_option='model.backbone.pretrained',
+        host_layout='official',
+        rows=[
+            dict(name='Video Swin',
+                 config='configs/study/dense/video_swin.py', host='swin',
+                 dgssa_init=False, reference=None, training_free=False,
+                 paper=None),
+            dict(name='STViT',
+                 config='configs/study/dense/stvit_video_swin.py',
+                 host='swin', dgssa_init=False, reference='Video Swin',
+                 training_free=False,
+                 paper='Kinetics-400, Video Swin-T: −0.3 top-1, FLOPs '
+                 '−27%, FPS +25%'),
         ]),
 )

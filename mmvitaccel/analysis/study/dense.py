@@ -26,7 +26,8 @@ from .training import (_run_tool_atomic, _slug, _train, config_key,
                        parallel_map)
 
 __all__ = [
-    'DENSE_METHODS_FILE', 'DENSE_HOSTS', 'DenseRow', 'HOST_OPTION',
+    'DENSE_METHODS_FILE', 'DENSE_HOSTS', 'DenseRow', 'HOST_LAYOUTS',
+    'HOST_OPTION', 'official_host_checkpoint',
     'SWIN_HOST_CONFIG', 'dgssa_init_checkpoint', 'finetuned_checkpoint',
     'learning_curve', 'load_dense_tasks', 'task_rows', 'test_metrics',
     'training_free_checkpoint'
@@ -42,8 +43,15 @@ SWIN_HOST_CONFIG = 'configs/study/dense/swin_host.py'
 #: classification study's DeiT host
 DENSE_HOSTS = ('swin', 'deit')
 
-#: the cfg key that receives the pretrained checkpoint of a row's backbone
+#: the cfg key that receives the pretrained checkpoint of a row's backbone,
+#: unless its task names another (``host_option``)
 HOST_OPTION = 'model.backbone.init_cfg.checkpoint'
+
+#: how a task's rows read the host: ``'as_trained'`` (the host checkpoint
+#: itself, through the backbone's loader) or ``'official'`` (the Swin host
+#: written in the official Swin layout, :func:`official_host_checkpoint`,
+#: which upstream Video Swin inflates as it inflates an ImageNet Swin)
+HOST_LAYOUTS = ('as_trained', 'official')
 
 _FIELDS = ('name', 'config', 'host', 'dgssa_init', 'reference',
            'training_free', 'paper')
@@ -65,6 +73,9 @@ class DenseRow:
         training_free (bool): the reference's fine-tuned weights are also
             tested in this row's model with no training.
         paper (str | None): what the method's paper reports for the task.
+        host_option (str): the task's cfg key that receives the backbone's
+            starting checkpoint.
+        host_layout (str): one of :data:`HOST_LAYOUTS`, the task's.
     """
     task: str
     name: str
@@ -74,6 +85,8 @@ class DenseRow:
     reference: Optional[str]
     training_free: bool
     paper: Optional[str]
+    host_option: str = 'model.backbone.init_cfg.checkpoint'
+    host_layout: str = 'as_trained'
 
 
 def load_dense_tasks(path):
@@ -87,6 +100,17 @@ def load_dense_tasks(path):
     tasks = Config.fromfile(path).TASKS
     out = {}
     for task, spec in tasks.items():
+        unknown = set(spec) - {'metrics', 'rows', 'host_option',
+                               'host_layout'}
+        if unknown:
+            raise ValueError(f'{path}: task {task} has unknown fields '
+                             f'{sorted(unknown)}')
+        layout = spec.get('host_layout', 'as_trained')
+        if layout not in HOST_LAYOUTS:
+            raise ValueError(f'{path}: task {task}: host_layout must be one '
+                             f'of {HOST_LAYOUTS}, got {layout!r}')
+        shared = dict(host_option=spec.get('host_option', HOST_OPTION),
+                      host_layout=layout)
         rows = []
         for entry in spec['rows']:
             if set(entry) != set(_FIELDS):
@@ -96,7 +120,7 @@ def load_dense_tasks(path):
             if entry['host'] not in DENSE_HOSTS:
                 raise ValueError(f'{path}: host must be one of '
                                  f'{DENSE_HOSTS}, got {entry["host"]!r}')
-            rows.append(DenseRow(task=task, **entry))
+            rows.append(DenseRow(task=task, **entry, **shared))
         dense = {r.name for r in rows if r.reference is None}
         for row in rows:
             if row.reference is not None and row.reference not in dense:
@@ -111,7 +135,25 @@ def _row_config(repo, row, backbone_checkpoint, options=None):
     from ...apis.harness import load_config
     return load_config(
         osp.join(repo, row.config),
-        {HOST_OPTION: backbone_checkpoint, **(options or {})})
+        {row.host_option: backbone_checkpoint, **(options or {})})
+
+
+def official_host_checkpoint(checkpoint, out):
+    """A Swin host written in the official Swin layout (``{'model':
+    state_dict}``, :func:`~mmvitaccel.models.utils.swin_layout.
+    swin_to_official`), as upstream Video Swin's ``inflate_weights`` reads
+    an ImageNet Swin; written anew on every call (a few MB), so that it is
+    never a stale host's.
+
+    Returns:
+        str: ``out``.
+    """
+    from ...models.utils.swin_layout import swin_to_official
+    os.makedirs(osp.dirname(osp.abspath(out)), exist_ok=True)
+    tmp = out + '.tmp'
+    torch.save(dict(model=swin_to_official(checkpoint)), tmp)
+    os.replace(tmp, out)
+    return out
 
 
 def dgssa_init_checkpoint(repo, config, checkpoint, out, num_images=512):
@@ -305,6 +347,10 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
     calls = []
     for row in rows:
         start = hosts[row.host]
+        if row.host_layout == 'official':
+            start = official_host_checkpoint(
+                start, osp.join(cache_dir, f'digits_{row.host}_host_'
+                                'official.pth'))
         if row.dgssa_init:
             # one file per host: both tasks draw the same training scenes;
             # for the Swin host it is the path the DGSSA configs name

@@ -23,6 +23,7 @@ METRIC_COLUMNS = {
     'coco/bbox_mAP': ('bbox_ap', 1.),
     'coco/segm_mAP': ('segm_ap', 1.),
     'mIoU': ('miou', 0.01),
+    'acc/top1': ('top1', 1.),
 }
 
 #: the CSV's columns. ``setting``: ``'fine-tuned'`` or ``'training-free'``
@@ -35,15 +36,20 @@ METRIC_COLUMNS = {
 #: row); ``paper``: what the method's paper reports for the task.
 DENSE_FIELDS = ('task', 'method', 'setting', 'reference', 'bbox_ap',
                 'bbox_ap_std', 'segm_ap', 'segm_ap_std', 'miou', 'miou_std',
-                'num_seeds', 'params', 'backbone_gflops', 'flops_ratio',
+                'top1', 'top1_std', 'num_seeds', 'params', 'backbone_gflops', 'flops_ratio',
                 'backbone_speed_b1', 'backbone_speed_b8', 'model_speed_b1',
                 'model_speed_b8', 'paper')
 _TEXT = ('task', 'method', 'setting', 'reference', 'paper')
+#: the metric columns, in the table's order, and their plot markers
+_METRICS = ('bbox_ap', 'segm_ap', 'miou', 'top1')
+_MARKERS = ('o', 's', 'D', 'v')
+_HEADS = dict(bbox_ap='bbox AP', segm_ap='mask AP', miou='mIoU', top1='top-1')
+_YLABEL = 'test metric (%): o bbox AP, s mask AP, D mIoU, v top-1'
 
 #: the learning curves' columns: a fine-tuning's test metrics (shares) at
 #: the epochs whose weights it kept (:func:`~.dense.learning_curve`)
 CURVE_FIELDS = ('task', 'method', 'seed', 'epoch', 'bbox_ap', 'segm_ap',
-                'miou')
+                'miou', 'top1')
 
 
 def dense_inputs(model, dataset, num_images):
@@ -78,6 +84,9 @@ def measure_dense(rows, build, inputs, rounds=5, batch_sizes=(1, 8),
     from ..flops import count_flops, count_params
     from ..timing import interleaved_benchmark
     images, samples = inputs
+    # a recognizer's inputs hold clips per video, (B, clips, C, T, H, W); its
+    # backbone reads (B * clips, C, T, H, W) (Recognizer3D.extract_feat)
+    clips = images.flatten(0, 1) if images.dim() == 6 else images
     models = {}
     for i, row in enumerate(rows):
         model = build(row)
@@ -85,7 +94,7 @@ def measure_dense(rows, build, inputs, rounds=5, batch_sizes=(1, 8),
         row['params'] = count_params(model)
         with torch.no_grad():
             row['backbone_gflops'] = count_flops(
-                model.backbone, images[:1]).total / 1e9
+                model.backbone, clips[:1]).total / 1e9
     dense = {r['method']: i for i, r in enumerate(rows)
              if r['reference'] is None}
     for i, row in enumerate(rows):
@@ -95,7 +104,7 @@ def measure_dense(rows, build, inputs, rounds=5, batch_sizes=(1, 8),
     def backbone_call(model, b):
         def run():
             with torch.no_grad():
-                model.backbone(images[:b])
+                model.backbone(clips[:b])
         return run
 
     def model_call(model, b):
@@ -138,11 +147,13 @@ def write_dense_csv(rows, path):
 
 def read_dense_csv(path):
     """The rows of a :func:`write_dense_csv` file, numbers as numbers
-    (None where empty)."""
+    (None where empty, or where a file written before a column existed
+    lacks it)."""
     rows = []
     with open(path, newline='') as f:
         for row in csv.DictReader(f):
             for k in DENSE_FIELDS:
+                row.setdefault(k, '')
                 if k in _TEXT:
                     row[k] = row[k] or None
                     continue
@@ -169,24 +180,26 @@ def _change(row, rows):
     ref = next(r for r in rows if r['task'] == row['task'] and r[
         'method'] == row['reference'] and r['setting'] == 'fine-tuned')
     return ' / '.join(f'{100 * (row[c] - ref[c]):+.1f}'.replace('-', '−')
-                      for c in ('bbox_ap', 'segm_ap', 'miou')
-                      if row.get(c) is not None)
+                      for c in _METRICS if row.get(c) is not None)
 
 
 def dense_markdown_table(rows):
-    """One Markdown table of the rows (metrics in percent, ``mean ± std``
-    over seeds; the change in points against the row's dense reference;
+    """One Markdown table of the rows (the metric columns some row has, in
+    percent, ``mean ± std`` over seeds; the change in points against the row's dense reference;
     the whole model's parameters; backbone GFLOPs with the ratio to the
     reference's)."""
-    head = ('| task | method | setting | bbox AP | mask AP | mIoU | change | '
-            'seeds | params (M) | backbone GFLOPs (ratio) | '
+    metrics = [c for c in _METRICS
+               if any(r.get(c) is not None for r in rows)]
+    head = ('| task | method | setting | '
+            + ''.join(f'{_HEADS[c]} | ' for c in metrics) +
+            'change | seeds | params (M) | backbone GFLOPs (ratio) | '
             'backbone speed b1 / b8 | model speed b1 / b8 | paper |')
-    lines = [head, '|' + ' --- |' * 13]
+    lines = [head, '|' + ' --- |' * (10 + len(metrics))]
     for r in rows:
         lines.append(
             f'| {r["task"]} | {r["method"]} | {r["setting"]} | '
-            f'{_metric(r, "bbox_ap")} | {_metric(r, "segm_ap")} | '
-            f'{_metric(r, "miou")} | {_change(r, rows)} | {r["num_seeds"]} | '
+            + ''.join(f'{_metric(r, c)} | ' for c in metrics) +
+            f'{_change(r, rows)} | {r["num_seeds"]} | '
             f'{r["params"] / 1e6:.2f} | '
             f'{r["backbone_gflops"]:.3f} ({r["flops_ratio"]:.2f}) | '
             f'{r["backbone_speed_b1"]:.2f} / {r["backbone_speed_b8"]:.2f} | '
@@ -235,8 +248,7 @@ def plot_curves(rows, path):
     for ax, task in zip(axes[0], tasks):
         mine = [r for r in rows if r['task'] == task]
         for method in dict.fromkeys(r['method'] for r in mine):
-            for col, marker in (('bbox_ap', 'o'), ('segm_ap', 's'),
-                                ('miou', 'D')):
+            for col, marker in zip(_METRICS, _MARKERS):
                 points = [(r['epoch'], 100 * r[col]) for r in mine
                           if r['method'] == method and r.get(col) is not None]
                 if points:
@@ -244,7 +256,7 @@ def plot_curves(rows, path):
                             label=f'{method} ({col})')
         ax.set_title(task)
         ax.set_xlabel('fine-tuning epoch')
-        ax.set_ylabel('test metric (%): o bbox AP, s mask AP, D mIoU')
+        ax.set_ylabel(_YLABEL)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -263,8 +275,7 @@ def plot_dense(rows, path):
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4),
                              squeeze=False)
     for ax, task in zip(axes[0], tasks):
-        for col, marker in (('bbox_ap', 'o'), ('segm_ap', 's'),
-                            ('miou', 'D')):
+        for col, marker in zip(_METRICS, _MARKERS):
             for r in rows:
                 if r['task'] != task or r.get(col) is None:
                     continue
@@ -279,7 +290,7 @@ def plot_dense(rows, path):
                             textcoords='offset points')
         ax.set_title(task)
         ax.set_xlabel('backbone GFLOPs per image')
-        ax.set_ylabel('test metric (%): o bbox AP, s mask AP, D mIoU')
+        ax.set_ylabel(_YLABEL)
         ax.grid(alpha=0.3)
     fig.tight_layout()
     os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
