@@ -129,20 +129,25 @@ def measure_dense(rows, build, inputs, rounds=5, batch_sizes=(1, 8),
     return rows
 
 
-def write_dense_csv(rows, path):
-    """The rows' :data:`DENSE_FIELDS` as CSV (empty where a task has no
-    such metric)."""
+def _write_csv(rows, path, fields):
+    """``fields`` of the rows as CSV: floats at 6 significant digits, empty
+    where a row has no such value (or None)."""
     os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
     with open(path, 'w', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=DENSE_FIELDS,
-                                extrasaction='ignore')
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction='ignore')
         writer.writeheader()
         for row in rows:
             writer.writerow({
                 k: f'{row[k]:.6g}' if isinstance(row.get(k), float) else
                 row.get(k, '') if row.get(k) is not None else ''
-                for k in DENSE_FIELDS
+                for k in fields
             })
+
+
+def write_dense_csv(rows, path):
+    """The rows' :data:`DENSE_FIELDS` as CSV (empty where a task has no
+    such metric)."""
+    _write_csv(rows, path, DENSE_FIELDS)
 
 
 def read_dense_csv(path):
@@ -222,18 +227,9 @@ def curve_rows(task, method, seed, curve):
 
 
 def write_curves_csv(rows, path):
-    """The learning curves as CSV (empty where a task has no such
-    metric)."""
-    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
-    with open(path, 'w', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=CURVE_FIELDS,
-                                extrasaction='ignore')
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({
-                k: f'{row[k]:.6g}' if isinstance(row.get(k), float) else
-                row.get(k, '') for k in CURVE_FIELDS
-            })
+    """The learning curves (:data:`CURVE_FIELDS`) as CSV (empty where a
+    task has no such metric)."""
+    _write_csv(rows, path, CURVE_FIELDS)
 
 
 def plot_curves(rows, path):
