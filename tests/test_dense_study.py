@@ -280,6 +280,18 @@ def test_the_deit_rows_read_the_deit_host_through_their_loader(tmp_path):
         assert torch.equal(e, g.restore())
 
 
+@pytest.mark.parametrize('argv,match', [
+    (['--jobs', '0'], '--jobs must be >= 1'),
+    (['--keep-every', '-1'], '--keep-every must be >= 0'),
+])
+def test_bad_command_options_are_refused_by_name(argv, match):
+    """The tool refuses them before it loads or trains anything."""
+    sys.path.insert(0, osp.join(REPO, 'tools', 'analysis'))
+    import dense_study
+    with pytest.raises(SystemExit, match=match):
+        dense_study.main(argv)
+
+
 def test_parallel_map_keeps_order_shares_cores_and_raises():
     """The study's parallel runs: results in the order of the calls, each
     process on its share of this process's threads, a failure raised here."""

@@ -125,6 +125,9 @@ def main(argv=None):
     args = parse_args(argv)
     if args.jobs < 1:
         raise SystemExit(f'--jobs must be >= 1, got {args.jobs}')
+    if args.keep_every < 0:
+        raise SystemExit(f'--keep-every must be >= 0 (0: keep nothing), got '
+                         f'{args.keep_every}')
     if args.table:
         rows = dense_report.read_dense_csv(args.table)
         print(dense_report.dense_markdown_table(rows))

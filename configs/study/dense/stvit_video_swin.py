@@ -5,7 +5,8 @@
 # max pooling). The STGM sits at blocks 7-8 of the host's 12 (0-based 6):
 # between the paper's Swin-T (blocks 3-4 of 6) and Swin-S (11-12 of 18),
 # linearly in the stage's depth. Every host block keeps its weights; the
-# cross-attention blocks start from the host's blocks at their place.
+# cross-attention blocks start from the host's blocks at their place, less
+# their relative position tables (reported unused when the host loads).
 _base_ = './video_swin.py'
 
 model = dict(
