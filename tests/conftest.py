@@ -7,16 +7,35 @@ def tiny_data_dir(tmp_path_factory):
     return tmp_path_factory.mktemp('tiny_data')
 
 
+def _default_scopes():
+    from mmengine.registry import DefaultScope
+    return DefaultScope._instance_dict
+
+
 @pytest.fixture(autouse=True)
 def _no_leaked_default_scope():
     """Each test starts with the default scopes that existed before it: a
     runner built in one test (mmseg, mmdet, ...) must not decide which
     registry a later test's ``type`` names resolve in."""
-    from mmengine.registry import DefaultScope
-    before = dict(DefaultScope._instance_dict)
+    before = dict(_default_scopes())
     yield
-    DefaultScope._instance_dict.clear()
-    DefaultScope._instance_dict.update(before)
+    _default_scopes().clear()
+    _default_scopes().update(before)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    """The same for module and session fixtures, which are set up before
+    the per-test snapshot above is taken: a module fixture that runs a
+    study (its last runner mmaction's) would otherwise leave that scope
+    current for every later test of the worker."""
+    if fixturedef.scope == 'function':
+        yield
+        return
+    before = dict(_default_scopes())
+    yield
+    _default_scopes().clear()
+    _default_scopes().update(before)
 
 
 def _memoize_config_formatting():
