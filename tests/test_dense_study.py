@@ -2,6 +2,7 @@
 scene datasets, one training step of every detection and segmentation row
 from a host checkpoint, the training-free conversions, the test metrics,
 the costs and the outputs."""
+import json
 import os.path as osp
 import sys
 
@@ -290,6 +291,47 @@ def test_bad_command_options_are_refused_by_name(argv, match):
     import dense_study
     with pytest.raises(SystemExit, match=match):
         dense_study.main(argv)
+
+
+def test_a_run_of_one_task_keeps_the_other_tasks_rows(tmp_path):
+    """``--tasks video`` after a full run: the video rows, curves and
+    seconds are replaced, detection's stay as they were (and round-trip)."""
+    sys.path.insert(0, osp.join(REPO, 'tools', 'analysis'))
+    import dense_study
+
+    def row(task, method, metric, value):
+        return dict(task=task, method=method, setting='fine-tuned',
+                    reference=None, num_seeds=2, params=1000,
+                    backbone_gflops=1.5, flops_ratio=1.0,
+                    backbone_speed_b1=1.0, backbone_speed_b8=1.0,
+                    model_speed_b1=1.0, model_speed_b8=1.0,
+                    **{metric: value, metric + '_std': 0.01})
+
+    def curve(task, metric, value):
+        return dict(task=task, method='Swin', seed=0, epoch=4,
+                    **{metric: value})
+
+    dense_study.write_outputs(
+        str(tmp_path), ['detection', 'video'],
+        [row('detection', 'Swin', 'bbox_ap', 0.6),
+         row('video', 'Swin', 'top1', 0.2)],
+        [curve('detection', 'bbox_ap', 0.5), curve('video', 'top1', 0.1)],
+        dict(seconds=10, task_seconds=dict(detection=6, video=4)))
+    dense_study.write_outputs(
+        str(tmp_path), ['video'], [row('video', 'Swin', 'top1', 0.9)],
+        [curve('video', 'top1', 0.8)],
+        dict(seconds=3, task_seconds=dict(video=3)))
+    rows = dense_report.read_dense_csv(str(tmp_path / 'dense.csv'))
+    assert [(r['task'], r['bbox_ap'], r['top1']) for r in rows] == [
+        ('detection', 0.6, None), ('video', None, 0.9)]
+    assert rows[0]['num_seeds'] == 2 and rows[0]['reference'] is None
+    curves = dense_report.read_curves_csv(str(tmp_path / 'curves.csv'))
+    assert [(c['task'], c['epoch'], c['bbox_ap'], c['top1'])
+            for c in curves] == [('detection', 4, 0.5, None),
+                                 ('video', 4, None, 0.8)]
+    with open(tmp_path / 'host.json') as f:
+        assert json.load(f) == dict(
+            seconds=3, task_seconds=dict(detection=6, video=3))
 
 
 def test_parallel_map_keeps_order_shares_cores_and_raises():

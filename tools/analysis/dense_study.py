@@ -26,6 +26,10 @@ the Swin host as upstream Video Swin inflates an ImageNet Swin).
    ``--keep-every`` epochs (runs trained by this command) and writes the
    learning curves, ``curves.csv`` and ``curves.png``.
 
+With ``--tasks``, the rows of the other tasks already in ``--out``'s CSVs
+stay (one task can be run again alone); ``host.json`` keeps each task's
+seconds.
+
 Example::
 
     python tools/analysis/dense_study.py --work-dir work_dirs/dense_study \
@@ -121,6 +125,31 @@ def _test_set(config, options):
         return DATASETS.build(cfg.test_dataloader.dataset)
 
 
+def write_outputs(out, names, rows, curves, timing):
+    """The CSVs, plots and ``host.json`` in ``out``; the rows of tasks
+    other than ``names`` already there are kept (a run of one task updates
+    its rows), and so are their ``task_seconds``."""
+    os.makedirs(out, exist_ok=True)
+    dense_csv, curves_csv = (osp.join(out, f) for f in ('dense.csv',
+                                                         'curves.csv'))
+    rows[:] = dense_report.merge_task_rows(
+        rows, dense_csv, dense_report.read_dense_csv, names)
+    curves = dense_report.merge_task_rows(
+        curves, curves_csv, dense_report.read_curves_csv, names)
+    dense_report.write_dense_csv(rows, dense_csv)
+    dense_report.plot_dense(rows, osp.join(out, 'dense.png'))
+    if curves:
+        dense_report.write_curves_csv(curves, curves_csv)
+        dense_report.plot_curves(curves, osp.join(out, 'curves.png'))
+    path = osp.join(out, 'host.json')
+    if osp.isfile(path):
+        with open(path) as f:
+            before = json.load(f).get('task_seconds', {})
+        timing['task_seconds'] = {**before, **timing['task_seconds']}
+    with open(path, 'w') as f:
+        json.dump(timing, f)
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.jobs < 1:
@@ -144,8 +173,9 @@ def main(argv=None):
     print(f'Swin host: top-1 {host_top1:.4f} on the classification test '
           f'split ({checkpoints["swin"]})')
     options = dict(args.cfg_options or {})
-    rows, curves = [], []
+    rows, curves, task_seconds = [], [], {}
     for task in names:
+        task_start = time.time()
         metrics, entries = tasks[task]
         done, first = dense.task_rows(
             REPO, task, metrics, entries, checkpoints, args.seeds,
@@ -189,16 +219,10 @@ def main(argv=None):
             if len(curve) > 1:  # runs cached before kept no weights
                 curves += dense_report.curve_rows(task, entry.name,
                                                   args.seeds[0], curve)
-    os.makedirs(args.out, exist_ok=True)
-    dense_report.write_dense_csv(rows, osp.join(args.out, 'dense.csv'))
-    dense_report.plot_dense(rows, osp.join(args.out, 'dense.png'))
-    if curves:
-        dense_report.write_curves_csv(curves,
-                                      osp.join(args.out, 'curves.csv'))
-        dense_report.plot_curves(curves, osp.join(args.out, 'curves.png'))
-    with open(osp.join(args.out, 'host.json'), 'w') as f:
-        json.dump(dict(swin_host_top1=host_top1,
-                       seconds=round(time.time() - start)), f)
+        task_seconds[task] = round(time.time() - task_start)
+    write_outputs(args.out, names, rows, curves, dict(
+        swin_host_top1=host_top1, seconds=round(time.time() - start),
+        task_seconds=task_seconds))
     print(dense_report.dense_markdown_table(rows))
     print(f'wrote {args.out}/dense.csv and the plots in '
           f'{time.time() - start:.0f} s')

@@ -12,9 +12,9 @@ import torch
 
 __all__ = [
     'CURVE_FIELDS', 'DENSE_FIELDS', 'METRIC_COLUMNS', 'curve_rows',
-    'dense_inputs', 'dense_markdown_table', 'measure_dense', 'plot_curves',
-    'plot_dense', 'prediction_picture', 'read_dense_csv', 'write_curves_csv',
-    'write_dense_csv'
+    'dense_inputs', 'dense_markdown_table', 'measure_dense',
+    'merge_task_rows', 'plot_curves', 'plot_dense', 'prediction_picture',
+    'read_curves_csv', 'read_dense_csv', 'write_curves_csv', 'write_dense_csv'
 ]
 
 #: evaluator key -> the CSV's column (its mean; ``_std`` the spread) and
@@ -150,23 +150,53 @@ def write_dense_csv(rows, path):
     _write_csv(rows, path, DENSE_FIELDS)
 
 
-def read_dense_csv(path):
-    """The rows of a :func:`write_dense_csv` file, numbers as numbers
-    (None where empty, or where a file written before a column existed
-    lacks it)."""
+def _read_csv(path, fields, integers):
+    """The rows of a :func:`_write_csv` file, numbers as numbers (None
+    where empty, or where a file written before a column existed lacks
+    it); ``integers`` as ints, :data:`_TEXT` columns as text."""
     rows = []
     with open(path, newline='') as f:
         for row in csv.DictReader(f):
-            for k in DENSE_FIELDS:
+            for k in fields:
                 row.setdefault(k, '')
                 if k in _TEXT:
                     row[k] = row[k] or None
                     continue
                 row[k] = None if row[k] == '' else (
-                    int(row[k]) if k in ('num_seeds', 'params')
-                    else float(row[k]))
+                    int(row[k]) if k in integers else float(row[k]))
             rows.append(row)
     return rows
+
+
+def read_dense_csv(path):
+    """The rows of a :func:`write_dense_csv` file."""
+    return _read_csv(path, DENSE_FIELDS, ('num_seeds', 'params'))
+
+
+def read_curves_csv(path):
+    """The rows of a :func:`write_curves_csv` file."""
+    return _read_csv(path, CURVE_FIELDS, ('seed', 'epoch'))
+
+
+def merge_task_rows(rows, path, reader, tasks):
+    """``rows`` (of ``tasks``) after the rows of the other tasks in the
+    CSV at ``path`` (none if it does not exist): a run of some of the tasks
+    updates theirs and keeps the rest.
+
+    Args:
+        rows (list[dict]): the new rows, all of ``tasks``.
+        path (str): an earlier CSV of the same kind.
+        reader (Callable[[str], list[dict]]): :func:`read_dense_csv` or
+            :func:`read_curves_csv`.
+        tasks (Iterable[str]): the tasks run now.
+
+    Returns:
+        list[dict]: the kept rows, then ``rows``.
+    """
+    tasks = set(tasks)
+    kept = [r for r in reader(path) if r['task'] not in tasks] \
+        if osp.isfile(path) else []
+    return kept + list(rows)
 
 
 def _metric(row, col):
