@@ -50,6 +50,7 @@ def reduced_study(tmp_path_factory):
         '--host-checkpoint', host, '--deit-checkpoint', deit, '--seeds',
         '0', '--work-dir', str(work / 'cache'), '--out', str(out),
         '--rounds', '1', '--jobs', '1', '--keep-every', '1',
+        '--dgssa-images', '8',
         '--cfg-options', *options
     ])
     return rows, out, work
@@ -284,6 +285,7 @@ def test_the_deit_rows_read_the_deit_host_through_their_loader(tmp_path):
 @pytest.mark.parametrize('argv,match', [
     (['--jobs', '0'], '--jobs must be >= 1'),
     (['--keep-every', '-1'], '--keep-every must be >= 0'),
+    (['--dgssa-images', '0'], '--dgssa-images must be >= 1'),
 ])
 def test_bad_command_options_are_refused_by_name(argv, match):
     """The tool refuses them before it loads or trains anything."""
@@ -295,7 +297,8 @@ def test_bad_command_options_are_refused_by_name(argv, match):
 
 def test_a_run_of_one_task_keeps_the_other_tasks_rows(tmp_path):
     """``--tasks video`` after a full run: the video rows, curves and
-    seconds are replaced, detection's stay as they were (and round-trip)."""
+    host.json record are replaced, detection's stay as they were (and
+    round-trip)."""
     sys.path.insert(0, osp.join(REPO, 'tools', 'analysis'))
     import dense_study
 
@@ -316,11 +319,12 @@ def test_a_run_of_one_task_keeps_the_other_tasks_rows(tmp_path):
         [row('detection', 'Swin', 'bbox_ap', 0.6),
          row('video', 'Swin', 'top1', 0.2)],
         [curve('detection', 'bbox_ap', 0.5), curve('video', 'top1', 0.1)],
-        dict(seconds=10, task_seconds=dict(detection=6, video=4)))
+        dict(detection=dict(swin_host_top1=0.97, seconds=6),
+             video=dict(swin_host_top1=0.97, seconds=4)))
     dense_study.write_outputs(
         str(tmp_path), ['video'], [row('video', 'Swin', 'top1', 0.9)],
         [curve('video', 'top1', 0.8)],
-        dict(seconds=3, task_seconds=dict(video=3)))
+        dict(video=dict(swin_host_top1=0.95, seconds=3)))
     rows = dense_report.read_dense_csv(str(tmp_path / 'dense.csv'))
     assert [(r['task'], r['bbox_ap'], r['top1']) for r in rows] == [
         ('detection', 0.6, None), ('video', None, 0.9)]
@@ -330,8 +334,9 @@ def test_a_run_of_one_task_keeps_the_other_tasks_rows(tmp_path):
             for c in curves] == [('detection', 4, 0.5, None),
                                  ('video', 4, None, 0.8)]
     with open(tmp_path / 'host.json') as f:
-        assert json.load(f) == dict(
-            seconds=3, task_seconds=dict(detection=6, video=3))
+        assert json.load(f) == dict(tasks=dict(
+            detection=dict(swin_host_top1=0.97, seconds=6),
+            video=dict(swin_host_top1=0.95, seconds=3)))
 
 
 def test_parallel_map_keeps_order_shares_cores_and_raises():

@@ -27,8 +27,8 @@ the Swin host as upstream Video Swin inflates an ImageNet Swin).
    learning curves, ``curves.csv`` and ``curves.png``.
 
 With ``--tasks``, the rows of the other tasks already in ``--out``'s CSVs
-stay (one task can be run again alone); ``host.json`` keeps each task's
-seconds.
+stay (one task can be run again alone). ``host.json`` records, per task,
+the Swin host's top-1 its rows started from and the task's seconds.
 
 Example::
 
@@ -85,6 +85,10 @@ def parse_args(argv=None):
         '--keep-every', type=int, default=4,
         help='fine-tuning runs keep their weights every so many epochs; '
         'the first seed\'s are tested for the learning curves (0: none)')
+    parser.add_argument(
+        '--dgssa-images', type=int, default=dense.DGSSA_IMAGES,
+        help='training scenes whose mean attention gives DGSSA\'s static '
+        'logits (tools/dgssa_init.py --num-images)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='overrides of every row\'s config')
     parser.add_argument('--host-cfg-options', nargs='+', action=DictAction,
@@ -125,10 +129,19 @@ def _test_set(config, options):
         return DATASETS.build(cfg.test_dataloader.dataset)
 
 
-def write_outputs(out, names, rows, curves, timing):
-    """The CSVs, plots and ``host.json`` in ``out``; the rows of tasks
-    other than ``names`` already there are kept (a run of one task updates
-    its rows), and so are their ``task_seconds``."""
+def write_outputs(out, names, rows, curves, tasks):
+    """The CSVs, plots and ``host.json`` in ``out``; the rows, curves and
+    ``host.json`` records of tasks other than ``names`` already there are
+    kept (a run of one task updates its own).
+
+    Args:
+        out (str): the output folder.
+        names (list[str]): the tasks run now.
+        rows (list[dict]): their :data:`~.dense_report.DENSE_FIELDS` rows;
+            the kept rows are put before them, in place.
+        curves (list[dict]): their learning curve rows.
+        tasks (dict): task -> ``dict(swin_host_top1, seconds)``.
+    """
     os.makedirs(out, exist_ok=True)
     dense_csv, curves_csv = (osp.join(out, f) for f in ('dense.csv',
                                                          'curves.csv'))
@@ -142,18 +155,21 @@ def write_outputs(out, names, rows, curves, timing):
         dense_report.write_curves_csv(curves, curves_csv)
         dense_report.plot_curves(curves, osp.join(out, 'curves.png'))
     path = osp.join(out, 'host.json')
+    before = {}
     if osp.isfile(path):
         with open(path) as f:
-            before = json.load(f).get('task_seconds', {})
-        timing['task_seconds'] = {**before, **timing['task_seconds']}
+            before = json.load(f).get('tasks', {})
     with open(path, 'w') as f:
-        json.dump(timing, f)
+        json.dump(dict(tasks={**before, **tasks}), f, indent=1)
 
 
 def main(argv=None):
     args = parse_args(argv)
     if args.jobs < 1:
         raise SystemExit(f'--jobs must be >= 1, got {args.jobs}')
+    if args.dgssa_images < 1:
+        raise SystemExit(f'--dgssa-images must be >= 1, got '
+                         f'{args.dgssa_images}')
     if args.keep_every < 0:
         raise SystemExit(f'--keep-every must be >= 0 (0: keep nothing), got '
                          f'{args.keep_every}')
@@ -173,14 +189,15 @@ def main(argv=None):
     print(f'Swin host: top-1 {host_top1:.4f} on the classification test '
           f'split ({checkpoints["swin"]})')
     options = dict(args.cfg_options or {})
-    rows, curves, task_seconds = [], [], {}
+    rows, curves, timing = [], [], {}
     for task in names:
         task_start = time.time()
         metrics, entries = tasks[task]
         done, first = dense.task_rows(
             REPO, task, metrics, entries, checkpoints, args.seeds,
             args.work_dir, options, progress=lambda s: print('done:', s),
-            workers=args.jobs, keep_every=args.keep_every or None)
+            workers=args.jobs, keep_every=args.keep_every or None,
+            dgssa_images=args.dgssa_images)
         configs = {e.name: osp.join(REPO, e.config) for e in entries}
         models = {}
 
@@ -219,10 +236,9 @@ def main(argv=None):
             if len(curve) > 1:  # runs cached before kept no weights
                 curves += dense_report.curve_rows(task, entry.name,
                                                   args.seeds[0], curve)
-        task_seconds[task] = round(time.time() - task_start)
-    write_outputs(args.out, names, rows, curves, dict(
-        swin_host_top1=host_top1, seconds=round(time.time() - start),
-        task_seconds=task_seconds))
+        timing[task] = dict(swin_host_top1=host_top1,
+                            seconds=round(time.time() - task_start))
+    write_outputs(args.out, names, rows, curves, timing)
     print(dense_report.dense_markdown_table(rows))
     print(f'wrote {args.out}/dense.csv and the plots in '
           f'{time.time() - start:.0f} s')

@@ -26,7 +26,7 @@ from .training import (_run_tool_atomic, _slug, _train, config_key,
                        parallel_map)
 
 __all__ = [
-    'DENSE_METHODS_FILE', 'DENSE_HOSTS', 'DenseRow', 'HOST_LAYOUTS',
+    'DENSE_METHODS_FILE', 'DENSE_HOSTS', 'DGSSA_IMAGES', 'DenseRow', 'HOST_LAYOUTS',
     'HOST_OPTION', 'official_host_checkpoint',
     'SWIN_HOST_CONFIG', 'dgssa_init_checkpoint', 'finetuned_checkpoint',
     'learning_curve', 'load_dense_tasks', 'task_rows', 'test_metrics',
@@ -156,7 +156,12 @@ def official_host_checkpoint(checkpoint, out):
     return out
 
 
-def dgssa_init_checkpoint(repo, config, checkpoint, out, num_images=512):
+#: training scenes whose mean attention gives DGSSA's static logits
+DGSSA_IMAGES = 512
+
+
+def dgssa_init_checkpoint(repo, config, checkpoint, out,
+                          num_images=DGSSA_IMAGES):
     """``tools/dgssa_init.py`` on ``checkpoint`` through ``config``'s
     training scenes (cached: ``out`` is reused when it exists).
 
@@ -318,7 +323,8 @@ def _summarise(row, setting, metrics, per_seed):
 
 
 def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
-              options=None, progress=None, workers=1, keep_every=None):
+              options=None, progress=None, workers=1, keep_every=None,
+              dgssa_images=DGSSA_IMAGES):
     """Train (or reuse) and test every row of a task over ``seeds``, and
     the training-free conversions of the dense reference's fine-tuned
     weights.
@@ -337,6 +343,8 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
             parallel_map`); cached runs cost nothing.
         keep_every (int, optional): runs trained now keep their weights
             every so many epochs (:func:`learning_curve`).
+        dgssa_images (int): training scenes of ``tools/dgssa_init.py``
+            (:func:`dgssa_init_checkpoint`).
 
     Returns:
         tuple[list[dict], dict]: the CSV rows (with ``reference``; the
@@ -345,6 +353,9 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
     """
     out, first, finetuned = [], {}, {}
     calls = []
+    # the configs name the default's file; other counts get their own
+    dgssa = '_dgssa' + ('' if dgssa_images == DGSSA_IMAGES else
+                        str(dgssa_images)) + '.pth'
     for row in rows:
         start = hosts[row.host]
         if row.host_layout == 'official':
@@ -356,7 +367,8 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
             # for the Swin host it is the path the DGSSA configs name
             start = dgssa_init_checkpoint(
                 repo, osp.join(repo, row.config), start,
-                osp.join(cache_dir, f'digits_{row.host}_host_dgssa.pth'))
+                osp.join(cache_dir, f'digits_{row.host}_host{dgssa}'),
+                dgssa_images)
         calls += [(repo, row, start, s, cache_dir, options) for s in seeds]
     parallel_map(finetuned_checkpoint, [
         c + (True, keep_every) for c in calls
@@ -378,8 +390,8 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
         for seed, source in zip(seeds, finetuned[row.reference]):
             stem = osp.splitext(source)[0] + f'_as_{_slug(row.name)}'
             backbone = dgssa_init_checkpoint(
-                repo, osp.join(repo, row.config), source,
-                stem + '_dgssa.pth') if row.dgssa_init else None
+                repo, osp.join(repo, row.config), source, stem + dgssa,
+                dgssa_images) if row.dgssa_init else None
             ckpt = training_free_checkpoint(repo, row, source,
                                             stem + '.pth', backbone, options)
             per_seed.append(test_metrics(repo, row, ckpt, options))
