@@ -67,6 +67,9 @@ _STVIT_CLASSIFY = dict(semantic_window=3, key_windows=(10, 14),
                        key_region='inside', pooling='max',
                        stgm2_keys='semantic_and_image')
 _DENSE = ('mmdet', 'mmseg')
+#: the host kinds, as a refusal names them
+_HOST_NAMES = ('swin: mmpretrain/mmdet/mmseg SwinTransformer; swin3d: '
+               'mmaction SwinTransformer3D')
 
 
 def stvit_stgm_index(depth, move_stgm=False):
@@ -166,7 +169,3 @@ def method_backbone(method, host, options):
             'static_logits': dict(decay_mult=0.)}
     backbone.update(options)
     return backbone, extra
-
-
-_HOST_NAMES = 'swin: mmpretrain/mmdet/mmseg SwinTransformer; swin3d: ' \
-    'mmaction SwinTransformer3D'
