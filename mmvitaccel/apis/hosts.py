@@ -12,6 +12,7 @@ Swin methods, mmaction's ``SwinTransformer3D`` for Video Swin), with the
 upstream defaults filled in where the two classes' defaults differ, and
 notes of what changed.
 """
+import copy
 import inspect
 from dataclasses import dataclass, field
 
@@ -107,8 +108,9 @@ def find_host(cfg, toolbox=None):
         known = ', '.join(f'{t} ({s})' for s, t in HOST_KINDS)
         raise ValueError(f'no method here fits the backbone {type_!r} of '
                          f'scope {toolbox!r}; the hosts are: {known}')
-    args = {k: v for k, v in backbone.items() if k != 'type'}
-    args = _plain(args)
+    args = copy.deepcopy(backbone.to_dict() if hasattr(backbone, 'to_dict')
+                         else dict(backbone))  # plain dicts, the config's own
+    args.pop('type')
     host = Host(kind, toolbox, type_, args)
     if kind == 'swin':
         host.args = swin_host_args(host)
@@ -118,17 +120,6 @@ def find_host(cfg, toolbox=None):
         host.args, host.depths = swin3d_host_args(host)
         host.window_size = host.args['window_size'][1]
     return host
-
-
-def _plain(value):
-    """ConfigDicts to dicts, lists kept (tuples as the config has them)."""
-    if hasattr(value, 'to_dict'):
-        value = value.to_dict()
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_plain(v) for v in value)
-    return value
 
 
 #: mmpretrain Swin argument -> mmdet Swin argument
@@ -183,7 +174,7 @@ def swin_host_args(host):
     mmdet_defaults, _ = _signature_defaults('mmdet', 'SwinTransformer')
     args = dict(host.args)
     if host.toolbox != 'mmpretrain':
-        out = {k: v for k, v in args.items()}
+        out = args
         for key in ('embed_dims', 'depths', 'num_heads', 'window_size'):
             out.setdefault(key, defaults[key])
         if out.get('pretrained') and not out.get('init_cfg'):
