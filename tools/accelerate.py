@@ -1,14 +1,17 @@
 """One switch: write a config that accelerates an upstream one.
 
     python tools/accelerate.py CONFIG --method METHOD --out NEW_CONFIG.py
-        [--options k=v ...]
+        [--checkpoint UPSTREAM.pth] [--options k=v ...]
 
 CONFIG is a config file or an installed toolbox's ``toolbox::path`` (for
 example ``mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py``). NEW_CONFIG
 inherits it through ``_base_`` and replaces only its backbone (and what the
 method needs beside it), carrying every argument of the upstream backbone
 over; ``--options`` set the method backbone's own arguments over the
-paper's setting (``--options num_units=1``). The methods, the hosts they
+paper's setting (``--options num_units=1``). ``--checkpoint`` gives the
+upstream model's weights: the new model starts from them (``load_from``),
+and the methods that distil from the upstream model (``sait``, ``asvit``,
+``integrated``) need them. The methods, the hosts they
 fit, their placement rules and which run training-free are in
 ``docs/accelerate.md``; ``--list`` prints them.
 """
@@ -29,6 +32,9 @@ def parse_args(argv=None):
                         help='a config file or toolbox::path')
     parser.add_argument('--method', choices=sorted(METHODS))
     parser.add_argument('--out', help='the new config file (.py)')
+    parser.add_argument('--checkpoint',
+                        help='the upstream weights (load_from; the teacher '
+                        'of the distilling methods)')
     parser.add_argument('--options', nargs='+', action=DictAction,
                         default={}, help='method backbone arguments, k=v')
     parser.add_argument('--list', action='store_true',
@@ -50,7 +56,7 @@ def main(argv=None):
     if not args.out.endswith('.py'):
         raise SystemExit(f'--out must be a .py config file, got {args.out}')
     text = accelerated_config_text(args.config, args.out, args.method,
-                                   **args.options)
+                                   args.checkpoint, **args.options)
     os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
     with open(args.out, 'w') as f:
         f.write(text)

@@ -13,18 +13,18 @@ from mmvitaccel.apis.launch import (add_common_args, build_runner,
 from mmvitaccel.tiny import tinyfy_config
 
 
-def parse_args():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description='Test (and eval) a model')
     parser.add_argument('config', help='test config file path')
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument(
         '--out', help='dump the predictions to a pickle file (.pkl)')
     add_common_args(parser)
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
-def main():
-    args = parse_args()
+def main(argv=None):
+    args = parse_args(argv)
     set_local_rank(args)
     cfg = load_config(args)
     cfg.load_from = args.checkpoint
@@ -40,6 +40,7 @@ def main():
     runner = build_runner(cfg)
     runner.test()
     finish_distributed()
+    return runner
 
 
 if __name__ == '__main__':

@@ -21,7 +21,7 @@ from mmengine.config import Config
 
 from ..models.utils.config import config_path
 from .hosts import find_host
-from .placement import METHODS, method_backbone
+from .placement import METHODS, Upstream, method_backbone
 
 __all__ = ['METHODS', 'accelerate_config', 'acceleration',
            'accelerated_config_text', 'load_upstream_config']
@@ -53,7 +53,8 @@ def _toolbox_of(config):
     return None
 
 
-def acceleration(cfg, method, toolbox=None, **options):
+def acceleration(cfg, method, toolbox=None, config=None, checkpoint=None,
+                 **options):
     """What :func:`accelerate_config` changes in ``cfg``: a config delta.
 
     Args:
@@ -62,6 +63,10 @@ def acceleration(cfg, method, toolbox=None, **options):
         toolbox (str, optional): the scope of a config that sets no
             ``default_scope`` (one its toolbox's API builds in its own
             scope); the new config sets it.
+        config (str | dict, optional): how a teacher names the upstream
+            config (a ``toolbox::path`` or file); default its model dict.
+        checkpoint (str, optional): the upstream weights (default: the
+            config's ``load_from``); the new config starts from them.
         **options: the method backbone's arguments to set (over the paper's
             setting and the carried host arguments).
 
@@ -71,7 +76,9 @@ def acceleration(cfg, method, toolbox=None, **options):
         changes) and notes of what was translated.
     """
     host = find_host(cfg, toolbox)
-    backbone, extra = method_backbone(method, host, options)
+    upstream = Upstream(cfg, config or cfg.model.to_dict(),
+                        checkpoint or cfg.get('load_from'))
+    backbone, extra = method_backbone(method, host, options, upstream)
     imports = list((cfg.get('custom_imports') or {}).get('imports', []))
     if CUSTOM_IMPORT not in imports:
         imports.append(CUSTOM_IMPORT)
@@ -89,7 +96,7 @@ def acceleration(cfg, method, toolbox=None, **options):
     return delta, list(host.notes)
 
 
-def accelerate_config(cfg, method, **options):
+def accelerate_config(cfg, method, checkpoint=None, **options):
     """``cfg`` with its backbone replaced by ``method``'s.
 
     Args:
@@ -97,6 +104,11 @@ def accelerate_config(cfg, method, **options):
             (e.g. ``'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py'``)
             or a loaded config.
         method (str): a key of :data:`~.placement.METHODS`.
+        checkpoint (str, optional): the upstream model's weights: the new
+            model starts from them (``load_from``), and the distilling
+            methods (``sait``, ``asvit``, ``integrated``) distil from the
+            upstream model with them, so they need them (default: the
+            config's ``load_from``).
         **options: arguments of the method's backbone that override the
             paper's setting (``num_units=1``, ``static_init='uniform'``,
             ...).
@@ -110,13 +122,25 @@ def accelerate_config(cfg, method, **options):
             those it fits), or too shallow for its placement.
     """
     toolbox = _toolbox_of(cfg)
+    name = _teacher_name(cfg)
     cfg = load_upstream_config(cfg)
-    delta, _ = acceleration(cfg, method, toolbox, **options)
+    delta, _ = acceleration(cfg, method, toolbox, name, checkpoint,
+                            **options)
     merged = Config._merge_a_into_b(delta, cfg.to_dict())
     return Config(merged, filename=cfg.filename)
 
 
-def accelerated_config_text(config, out, method, **options):
+def _teacher_name(config):
+    """How a teacher names the upstream config given as ``config``: the
+    ``toolbox::path``, a file's absolute path, or None for a loaded
+    config (its model dict is used)."""
+    if not isinstance(config, str):
+        return None
+    return config if '::' in config else osp.abspath(config)
+
+
+def accelerated_config_text(config, out, method, checkpoint=None,
+                            **options):
     """The text of a config file at ``out`` that inherits ``config`` and
     applies :func:`acceleration`.
 
@@ -125,15 +149,19 @@ def accelerated_config_text(config, out, method, **options):
         out (str): where the file will be written (a file ``_base_`` is
             written relative to it).
         method (str): a key of :data:`~.placement.METHODS`.
+        checkpoint (str, optional): as for :func:`accelerate_config`.
         **options: as for :func:`accelerate_config`.
 
     Returns:
         str: Python config text.
     """
     cfg = load_upstream_config(config)
-    delta, notes = acceleration(cfg, method, _toolbox_of(config), **options)
     base = config if '::' in config else osp.relpath(
         osp.abspath(config), osp.dirname(osp.abspath(out)))
+    # a teacher reads the upstream file relative to the written one
+    name = config if '::' in config else '{{ fileDirname }}/' + base
+    delta, notes = acceleration(cfg, method, _toolbox_of(config), name,
+                                checkpoint, **options)
     lines = [f'# {method} on {config}, written by tools/accelerate.py '
              '(mmvitaccel.apis.accelerate_config).',
              '# The backbone carries every argument of the upstream one.']

@@ -1,23 +1,23 @@
-"""Which upstream backbone a config holds, and its arguments in the form
-our backbones take (:func:`find_host`).
+"""Which upstream backbone a config holds, its sizes, and its arguments in
+the form our backbones take (:func:`find_host`).
 
 A config names its backbone by a bare type (``'SwinTransformer'``) that
 resolves in the config's ``default_scope``: mmpretrain's, mmdet's and
 mmseg's ``SwinTransformer`` are three classes with different arguments.
 :data:`HOST_KINDS` maps ``(toolbox, type)`` to the kind of host our methods
-fit; :func:`swin_host_args` and :func:`swin3d_host_args` give every
-argument the upstream backbone was configured with, translated to the
-class our backbone subclasses (mmdet's ``SwinTransformer`` for the 2-D
-Swin methods, mmaction's ``SwinTransformer3D`` for Video Swin), with the
-upstream defaults filled in where the two classes' defaults differ, and
-notes of what changed.
+fit. :class:`Host` keeps the arguments as configured and the sizes the
+placement rules read; the translations to the class a method's backbone
+subclasses are in :mod:`.swin_hosts` (Swin, Video Swin) and here
+(:func:`vit_host_args`, :func:`pvtv2_host_args`).
 """
 import copy
+import importlib
 import inspect
+import math
 from dataclasses import dataclass, field
 
-__all__ = ['HOST_KINDS', 'Host', 'find_host', 'swin_host_args',
-           'swin3d_host_args']
+__all__ = ['HOST_KINDS', 'HOST_NAMES', 'Host', 'find_host', 'vit_host_args',
+           'pvtv2_host_args', 'signature_defaults', 'zoo_sizes']
 
 #: ``(toolbox scope, backbone type)`` -> host kind
 HOST_KINDS = {
@@ -25,10 +25,20 @@ HOST_KINDS = {
     ('mmdet', 'SwinTransformer'): 'swin',
     ('mmseg', 'SwinTransformer'): 'swin',
     ('mmaction', 'SwinTransformer3D'): 'swin3d',
+    ('mmpretrain', 'VisionTransformer'): 'vit',
+    ('mmdet', 'PyramidVisionTransformerV2'): 'pvtv2',
 }
 
-#: where each toolbox's host class lives (for its signature)
-_HOST_CLASSES = {
+#: the host kinds, as a refusal names them
+HOST_NAMES = {
+    'swin': 'mmpretrain/mmdet/mmseg SwinTransformer',
+    'swin3d': 'mmaction SwinTransformer3D',
+    'vit': 'mmpretrain VisionTransformer (ViT, DeiT)',
+    'pvtv2': 'mmdet PyramidVisionTransformerV2',
+}
+
+#: where each toolbox's host class lives (for its signature and sizes)
+HOST_CLASSES = {
     ('mmpretrain', 'SwinTransformer'):
     ('mmpretrain.models.backbones.swin_transformer', 'SwinTransformer'),
     ('mmdet', 'SwinTransformer'): ('mmdet.models.backbones.swin',
@@ -37,6 +47,19 @@ _HOST_CLASSES = {
                                    'SwinTransformer'),
     ('mmaction', 'SwinTransformer3D'): ('mmaction.models.backbones.swin',
                                         'SwinTransformer3D'),
+    ('mmpretrain', 'VisionTransformer'):
+    ('mmpretrain.models.backbones.vision_transformer', 'VisionTransformer'),
+    ('mmdet', 'PyramidVisionTransformerV2'): ('mmdet.models.backbones.pvt',
+                                              'PyramidVisionTransformerV2'),
+}
+
+#: types a toolbox defines that none of our methods fits, with the reason
+#: (a refusal says it)
+_NOT_HOSTS = {
+    'DistilledVisionTransformer':
+    'a distilled DeiT carries a distillation token and a two-token head '
+    '(DeiTClsHead); accelerate the same size\'s non-distilled DeiT config '
+    '(mmpretrain::deit/deit-small_4xb256_in1k.py, ...)',
 }
 
 
@@ -49,22 +72,28 @@ class Host:
         toolbox (str): the scope its type resolves in.
         type (str): the type without a scope.
         args (dict): the backbone's arguments as configured (no ``type``).
-        depths (tuple[int]): blocks per stage.
-        window_size (int): the spatial window side.
-        notes (list[str]): what the translation changed.
+        depths (tuple[int]): blocks per stage (one stage for a ViT).
+        num_heads (tuple[int]): heads per stage.
+        embed_dims (int): the first stage's width.
+        window_size (int): the spatial window side (Swin hosts).
+        num_patches (int): the patch tokens at ``img_size`` (ViT hosts).
+        notes (list[str]): what the translations changed.
     """
     kind: str
     toolbox: str
     type: str
     args: dict
     depths: tuple = ()
+    num_heads: tuple = ()
+    embed_dims: int = 0
     window_size: int = 7
+    num_patches: int = 0
     notes: list = field(default_factory=list)
 
 
-def _signature_defaults(toolbox, type_):
-    import importlib
-    module, name = _HOST_CLASSES[(toolbox, type_)]
+def signature_defaults(toolbox, type_):
+    """The keyword defaults of a host class, and the class."""
+    module, name = HOST_CLASSES[(toolbox, type_)]
     cls = getattr(importlib.import_module(module), name)
     return {k: p.default for k, p in
             inspect.signature(cls.__init__).parameters.items()
@@ -82,7 +111,7 @@ def find_host(cfg, toolbox=None):
             GLIP backbones).
 
     Returns:
-        Host: its kind, toolbox and arguments.
+        Host: its kind, toolbox, arguments and sizes.
 
     Raises:
         ValueError: no ``model.backbone``, one of this package already, or
@@ -106,167 +135,145 @@ def find_host(cfg, toolbox=None):
     kind = HOST_KINDS.get((toolbox, type_))
     if kind is None:
         known = ', '.join(f'{t} ({s})' for s, t in HOST_KINDS)
+        why = f' ({_NOT_HOSTS[type_]})' if type_ in _NOT_HOSTS else ''
         raise ValueError(f'no method here fits the backbone {type_!r} of '
-                         f'scope {toolbox!r}; the hosts are: {known}')
+                         f'scope {toolbox!r}{why}; the hosts are: {known}')
     args = copy.deepcopy(backbone.to_dict() if hasattr(backbone, 'to_dict')
                          else dict(backbone))  # plain dicts, the config's own
     args.pop('type')
     host = Host(kind, toolbox, type_, args)
-    if kind == 'swin':
-        host.args = swin_host_args(host)
-        host.depths = tuple(host.args['depths'])
-        host.window_size = host.args['window_size']
-    else:
-        host.args, host.depths = swin3d_host_args(host)
-        host.window_size = host.args['window_size'][1]
+    from . import swin_hosts
+    sizes = dict(swin=swin_hosts.swin_sizes, swin3d=swin_hosts.swin3d_sizes,
+                 vit=_vit_sizes, pvtv2=_pvtv2_sizes)[kind]
+    sizes(host)
     return host
 
 
-#: mmpretrain Swin argument -> mmdet Swin argument
-_MMPRETRAIN_RENAMED = {'img_size': 'pretrain_img_size'}
-#: mmpretrain Swin arguments mmdet's has no counterpart of, and the value
-#: under which dropping them changes nothing
-_MMPRETRAIN_DROPPED = {
-    'interpolate_mode': None,  # resizing a position table on load: ours
-    'pad_small_map': None,  # mmdet's Swin always pads a small map
-    'out_after_downsample': False,
-    'norm_eval': False,
-    'stage_cfgs': {},
-    'patch_cfg': {},
-}
-
-
-def _stage_window(stage_cfgs):
-    """The window of mmpretrain's ``stage_cfgs=dict(block_cfgs=dict(
-    window_size=w))`` (how its 384 px configs set Swin's window), or None
-    for any other ``stage_cfgs``."""
-    if isinstance(stage_cfgs, dict) and set(stage_cfgs) == {'block_cfgs'}:
-        blocks = stage_cfgs['block_cfgs']
-        if isinstance(blocks, dict) and set(blocks) == {'window_size'}:
-            return blocks['window_size']
-    return None
-
-
-def swin_host_args(host):
-    """Every argument of mmdet's ``SwinTransformer`` (what the 2-D Swin
-    methods subclass) that reproduces ``host``.
-
-    mmdet's and mmseg's Swins take the same arguments (mmseg's has no
-    ``convert_weights``) and pass through. mmpretrain's is translated:
-    ``arch`` to ``embed_dims``, ``depths`` and ``num_heads`` (its own size
-    table, ``arch_zoo``), ``img_size`` to ``pretrain_img_size``, and its
-    defaults where they differ from mmdet's (``out_indices=(3, )``); its
-    ``init_cfg`` is kept only when it loads a checkpoint (mmdet's Swin
-    reads any ``init_cfg`` as one, and initialises as upstream otherwise).
+def zoo_sizes(cls, arch, name):
+    """The sizes an upstream class's ``arch`` names: a key of its
+    ``arch_zoo`` (any case) or a dict, as a dict.
 
     Args:
-        host (Host): a ``'swin'`` host.
-
-    Returns:
-        dict: mmdet ``SwinTransformer`` keyword arguments, the sizes and
-        window always explicit; what changed is added to ``host.notes``.
+        cls (type): the upstream class (with ``arch_zoo``).
+        arch (str | dict): as configured.
+        name (str): the class as an error names it.
 
     Raises:
-        ValueError: for an mmpretrain argument mmdet's Swin cannot express
-            (``out_after_downsample=True``, ``stage_cfgs``, ...).
+        ValueError: an unknown size name, with the known ones.
     """
-    defaults, _ = _signature_defaults(host.toolbox, host.type)
-    mmdet_defaults, _ = _signature_defaults('mmdet', 'SwinTransformer')
-    args = dict(host.args)
-    if host.toolbox != 'mmpretrain':
-        out = args
-        for key in ('embed_dims', 'depths', 'num_heads', 'window_size'):
-            out.setdefault(key, defaults[key])
-        if out.get('pretrained') and not out.get('init_cfg'):
-            out['init_cfg'] = dict(type='Pretrained',
-                                   checkpoint=out.pop('pretrained'))
-            host.notes.append('pretrained moved to init_cfg')
-        out.pop('pretrained', None)
-        out['depths'] = tuple(out['depths'])
-        out['num_heads'] = tuple(out['num_heads'])
-        return out
-    from mmpretrain.models.backbones.swin_transformer import \
-        SwinTransformer as MMPretrainSwin
-    arch = args.pop('arch', defaults['arch'])
-    if isinstance(arch, str):
-        key = arch.lower()
-        if key not in MMPretrainSwin.arch_zoo:
-            raise ValueError(f'unknown mmpretrain Swin arch {arch!r}; '
-                             f'choose from {sorted(MMPretrainSwin.arch_zoo)}')
-        sizes = MMPretrainSwin.arch_zoo[key]
-    else:
-        sizes = arch
-    out = dict(embed_dims=sizes['embed_dims'], depths=tuple(sizes['depths']),
-               num_heads=tuple(sizes['num_heads']))
-    window = _stage_window(args.get('stage_cfgs'))
-    if window is not None:
-        args.pop('stage_cfgs')
-        args['window_size'] = window
-        host.notes.append(f'stage_cfgs block window_size {window} -> '
-                          'window_size')
-    for key, value in args.items():
-        if key in _MMPRETRAIN_DROPPED:
-            neutral = _MMPRETRAIN_DROPPED[key]
-            if neutral is not None and value != neutral:
-                raise ValueError(
-                    f'mmpretrain Swin {key}={value!r} has no counterpart in '
-                    f'the Swin the methods build on (mmdet\'s); only '
-                    f'{neutral!r} converts')
-            host.notes.append(f'{key}={value!r} dropped (mmdet\'s Swin: '
-                              'the same computation)')
-            continue
-        if key == 'init_cfg':
-            value = _pretrained_only(value, host)
-            if value is None:
-                continue
-        out[_MMPRETRAIN_RENAMED.get(key, key)] = value
-    for key in ('img_size', 'patch_size', 'window_size', 'drop_path_rate',
-                'out_indices'):
-        name = _MMPRETRAIN_RENAMED.get(key, key)
-        if name not in out and defaults[key] != mmdet_defaults.get(name):
-            out[name] = defaults[key]
-    out.setdefault('window_size', defaults['window_size'])
-    host.notes.append(f'mmpretrain arch {arch!r} -> embed_dims, depths, '
-                      'num_heads')
-    return out
-
-
-def _pretrained_only(init_cfg, host):
-    """The checkpoint-loading entry of an ``init_cfg`` (dict or list), or
-    None; the rest (mmpretrain's weight initialisers) noted as dropped."""
-    entries = init_cfg if isinstance(init_cfg, (list, tuple)) else [init_cfg]
-    kept = [e for e in entries if e and e.get('type') == 'Pretrained']
-    if len(kept) < len(entries):
-        host.notes.append('init_cfg initialisers dropped: mmdet\'s Swin '
-                          'initialises as upstream')
-    if not kept:
-        return None
-    entry = dict(kept[0])
-    entry.pop('prefix', None)  # our readers take a classifier's backbone.*
-    return entry
-
-
-def swin3d_host_args(host):
-    """mmaction's ``SwinTransformer3D`` arguments as configured, the window
-    explicit, and its stage depths.
-
-    Args:
-        host (Host): a ``'swin3d'`` host.
-
-    Returns:
-        tuple[dict, tuple[int]]: keyword arguments (``arch`` as configured,
-        a size name of upstream's ``arch_zoo`` or a dict) and the depths.
-    """
-    defaults, cls = _signature_defaults(host.toolbox, host.type)
-    args = dict(host.args)
-    arch = args.setdefault('arch', defaults.get('arch'))
     if isinstance(arch, str):
         if arch.lower() not in cls.arch_zoo:
-            raise ValueError(f'unknown mmaction Swin3D arch {arch!r}; '
-                             f'choose from {sorted(cls.arch_zoo)}')
-        depths = cls.arch_zoo[arch.lower()]['depths']
+            raise ValueError(f'unknown {name} arch {arch!r}; choose from '
+                             f'{sorted(cls.arch_zoo)}')
+        return dict(cls.arch_zoo[arch.lower()])
+    return dict(arch)
+
+
+def _vit_arch(arch):
+    from mmpretrain.models.backbones import VisionTransformer
+    return zoo_sizes(VisionTransformer, arch, 'mmpretrain ViT')
+
+
+def _grid_side(size, kernel, stride, padding):
+    """Patch tokens along one side: a conv of ``kernel``/``stride``, with
+    mmcv's ``'corner'`` padding (to a stride multiple) or an int one."""
+    if isinstance(padding, str):
+        return math.ceil(size / stride)
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+def _vit_sizes(host):
+    defaults, _ = signature_defaults(host.toolbox, host.type)
+    arch = _vit_arch(host.args.get('arch', defaults['arch']))
+    img = host.args.get('img_size', defaults['img_size'])
+    patch = host.args.get('patch_size', defaults['patch_size'])
+    patch_cfg = host.args.get('patch_cfg') or {}
+    kernel = patch_cfg.get('kernel_size', patch)
+    stride = patch_cfg.get('stride', patch)
+    padding = patch_cfg.get('padding', 'corner')
+    h, w = (img, img) if isinstance(img, int) else img
+    host.depths = (arch['num_layers'], )
+    host.num_heads = (arch['num_heads'], )
+    host.embed_dims = arch['embed_dims']
+    host.num_patches = _grid_side(h, kernel, stride, padding) * _grid_side(
+        w, kernel, stride, padding)
+
+
+def vit_host_args(host):
+    """The arguments of mmpretrain's ``VisionTransformer`` (what our ViT
+    backbones subclass) that reproduce ``host``: as configured, but for an
+    ``arch`` our backbones read differently. They take ``'tiny'``,
+    ``'small'`` and ``'base'`` as DeiT's sizes (the papers' hosts), where
+    mmpretrain's ``'small'`` is its 8-layer ViT-S; such a name is given as
+    mmpretrain's own size dict.
+
+    Args:
+        host (Host): a ``'vit'`` host.
+
+    Returns:
+        dict: keyword arguments (``arch`` always explicit).
+    """
+    from ..models.backbones.stvit_deit import DEIT_ARCHS
+    defaults, _ = signature_defaults(host.toolbox, host.type)
+    args = dict(host.args)
+    arch = args.get('arch', defaults['arch'])
+    if isinstance(arch, str) and arch.lower() in DEIT_ARCHS:
+        args['arch'] = _vit_arch(arch)
+        host.notes.append(f'arch {arch!r} given as mmpretrain\'s sizes (our '
+                          f'backbones read {arch!r} as DeiT\'s)')
     else:
-        depths = arch['depths']
-    args['window_size'] = tuple(args.get('window_size',
-                                         defaults['window_size']))
-    return args, tuple(depths)
+        args['arch'] = arch
+    return args
+
+
+#: mmdet PVTv2 sizes our ``arch`` names; the rest of its defaults are the
+#: class's
+_PVTV2_SIZES = ('embed_dims', 'num_layers', 'mlp_ratios')
+
+
+def _pvt_defaults():
+    """mmdet PVT's defaults (PVTv2 passes its arguments on to it)."""
+    from mmdet.models.backbones.pvt import PyramidVisionTransformer
+    return {k: p.default for k, p in inspect.signature(
+        PyramidVisionTransformer.__init__).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
+def _pvtv2_sizes(host):
+    defaults = _pvt_defaults()
+    layers = host.args.get('num_layers', defaults['num_layers'])
+    heads = host.args.get('num_heads', defaults['num_heads'])
+    host.depths = tuple(layers)
+    host.num_heads = tuple(heads)
+    host.embed_dims = host.args.get('embed_dims', defaults['embed_dims'])
+
+
+def pvtv2_host_args(host):
+    """The arguments of our PVTv2 backbone that reproduce an mmdet
+    ``PyramidVisionTransformerV2``: its sizes explicit (they override our
+    ``arch`` names), and a checkpoint ``init_cfg`` typed ``Pretrained``
+    (mmdet's PVTv2 configs give ``init_cfg=dict(checkpoint=...)``, which
+    its own loader reads but ours needs typed).
+
+    Args:
+        host (Host): a ``'pvtv2'`` host.
+
+    Returns:
+        dict: keyword arguments.
+    """
+    defaults = _pvt_defaults()
+    args = dict(host.args)
+    for key in _PVTV2_SIZES:
+        args.setdefault(key, defaults[key])
+    init_cfg = args.get('init_cfg')
+    if isinstance(init_cfg, dict) and init_cfg.get('checkpoint') and \
+            'type' not in init_cfg:
+        args['init_cfg'] = dict(type='Pretrained', **init_cfg)
+        host.notes.append('init_cfg typed Pretrained (mmdet\'s PVTv2 reads an '
+                          'untyped checkpoint entry; ours needs the type)')
+    if args.get('pretrained') and not args.get('init_cfg'):
+        args['init_cfg'] = dict(type='Pretrained',
+                                checkpoint=args.pop('pretrained'))
+        host.notes.append('pretrained moved to init_cfg')
+    args.pop('pretrained', None)
+    return args

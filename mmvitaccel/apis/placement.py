@@ -1,6 +1,7 @@
 """Each method of :func:`~mmvitaccel.apis.accelerate_config`: the hosts
 it fits, its paper's setting, and where its layers go on a host of any
-depth (``docs/accelerate.md`` states the rules).
+depth (``docs/accelerate.md`` states the rules). The Swin methods are
+placed here, the ViT methods and HViT in :mod:`.vit_placement`.
 
 The papers place their layers on Swin-T/S/B and Video Swin-T/S/B. On
 another depth the placement follows the rule below, which gives the
@@ -24,8 +25,11 @@ semantic window stays 3).
 """
 from dataclasses import dataclass
 
-__all__ = ['METHODS', 'Method', 'method_backbone', 'stvit_stgm_index',
-           'dgssa_static_blocks']
+from .hosts import HOST_NAMES
+from .swin_hosts import swin3d_host_args, swin_host_args
+
+__all__ = ['METHODS', 'Method', 'Upstream', 'method_backbone',
+           'stvit_stgm_index', 'dgssa_static_blocks']
 
 
 @dataclass(frozen=True)
@@ -36,10 +40,32 @@ class Method:
         type (dict[str, str]): host kind -> our backbone's registered name.
         training_free (str): whether it runs on the host's weights
             unchanged, and how (for the docs and the tool's help).
+        distils (bool): it fine-tunes from the upstream weights with the
+            upstream model as its frozen teacher, so it needs them
+            (``checkpoint``).
     """
     type: dict
     training_free: str
+    distils: bool = False
 
+
+@dataclass
+class Upstream:
+    """What a placement may read of the upstream config beside its host.
+
+    Attributes:
+        cfg (mmengine.Config): the merged upstream config.
+        config (str | dict): how a teacher names it: a ``toolbox::path``, a
+            file, or its model dict.
+        checkpoint (str | None): the upstream weights the new model starts
+            from (``load_from``).
+    """
+    cfg: object
+    config: object
+    checkpoint: str = None
+
+
+_NO_TRAINING = 'yes: the host\'s weights unchanged; nothing is new'
 
 #: the methods of the switch
 METHODS = {
@@ -55,6 +81,24 @@ METHODS = {
         dict(swin='DGSSASwinTransformer'),
         'with static_init="dg" once tools/dgssa_init.py has written the '
         'static logits from the host on data; otherwise fine-tune'),
+    'tis': Method(dict(vit='TokenPrunedVisionTransformer'), _NO_TRAINING),
+    'cls': Method(dict(vit='TokenPrunedVisionTransformer'), _NO_TRAINING),
+    'sait': Method(
+        dict(vit='TokenPrunedVisionTransformer'),
+        'as tis with the mass selector; SaiT fine-tunes with its dense/sparse '
+        'epochs and TIS distillation', distils=True),
+    'asvit': Method(
+        dict(vit='TokenPrunedVisionTransformer'),
+        'no: the learnable thresholds are trained with the budget loss',
+        distils=True),
+    'integrated': Method(
+        dict(vit='DGSSAVisionTransformer'),
+        'no: the GLAD aggregations are new; the static logits come from '
+        'tools/dgssa_init.py', distils=True),
+    'hvit': Method(
+        dict(swin='HViTSwinTransformer', vit='HViTDeiT',
+             pvtv2='HViTPyramidVisionTransformerV2'),
+        'no: the hallucination filters and the compact FFN are new'),
 }
 
 #: the papers' windows for Swin's 7x7 window, by toolbox kind: dense
@@ -66,10 +110,7 @@ _STVIT_R_DENSE = dict(semantic_window=3, key_windows=(14, 21),
 _STVIT_CLASSIFY = dict(semantic_window=3, key_windows=(10, 14),
                        key_region='inside', pooling='max',
                        stgm2_keys='semantic_and_image')
-_DENSE = ('mmdet', 'mmseg')
-#: the host kinds, as a refusal names them
-_HOST_NAMES = ('swin: mmpretrain/mmdet/mmseg SwinTransformer; swin3d: '
-               'mmaction SwinTransformer3D')
+DENSE = ('mmdet', 'mmseg')
 
 
 def stvit_stgm_index(depth, move_stgm=False):
@@ -108,64 +149,89 @@ def _scaled(windows, window_size):
                  for k in windows)
 
 
-def method_backbone(method, host, options):
+def _stvit_r(host, options, upstream):
+    stage = host.depths[2]
+    if 'num_units' not in options and (stage < 6 or stage % 6):
+        raise ValueError(
+            f'stvit-r turns stage 3 into dumbbell units of 6 blocks; '
+            f'this host\'s stage 3 has {stage} blocks (give num_units '
+            'for fewer units)')
+    dense = host.toolbox in DENSE
+    setting = dict(_STVIT_R_DENSE if dense else _STVIT_CLASSIFY)
+    if not dense:
+        setting['recovery_window'] = _STVIT_R_DENSE['recovery_window']
+    w = host.window_size
+    setting['key_windows'] = _scaled(setting['key_windows'], w)
+    setting['recovery_window'] = _scaled((setting['recovery_window'], ),
+                                         w)[0]
+    return dict(swin_host_args(host), **setting), {}
+
+
+def _stvit(host, options, upstream):
+    setting = dict(_STVIT_CLASSIFY,
+                   key_windows=_scaled(_STVIT_CLASSIFY['key_windows'],
+                                       host.window_size),
+                   stgm_index=stvit_stgm_index(
+                       host.depths[2], options.get('move_stgm', False)))
+    if host.kind == 'swin3d':
+        return dict(swin3d_host_args(host), **setting), {}
+    extra = {}
+    if host.toolbox in DENSE:
+        setting['out_type'] = 'featmap'
+    else:  # the paper's head reads the mean of the semantic tokens
+        setting['out_type'] = 'avg'
+        extra['model.neck'] = None
+    return dict(swin_host_args(host), **setting), extra
+
+
+def _dgssa(host, options, upstream):
+    setting = dict(static_blocks=dgssa_static_blocks(host.depths),
+                   static_start=1, static_init='dg')
+    return dict(swin_host_args(host), **setting), {
+        'optim_wrapper.paramwise_cfg.custom_keys': {
+            'static_logits': dict(decay_mult=0.)}}
+
+
+def _placers():
+    from . import vit_placement
+    return {'stvit-r': _stvit_r, 'stvit': _stvit, 'dgssa': _dgssa,
+            **vit_placement.PLACERS}
+
+
+def method_backbone(method, host, options, upstream):
     """``method``'s backbone on ``host``, and its other config changes.
 
     Args:
         method (str): a key of :data:`METHODS`.
         host (~mmvitaccel.apis.hosts.Host): the upstream backbone.
         options (dict): backbone arguments set over the rest.
+        upstream (Upstream): the upstream config and weights.
 
     Returns:
         tuple[dict, dict]: the backbone config (with ``type``) and other
-        changes by dotted key (``'model.neck'``, ...).
+        changes by dotted key (``'model.neck'``, ``'load_from'``, ...).
 
     Raises:
-        ValueError: an unknown method, or a host it does not fit.
+        ValueError: an unknown method, a host it does not fit, or a
+            distilling method with no upstream weights.
     """
     if method not in METHODS:
         raise ValueError(f'unknown method {method!r}; choose from '
                          f'{sorted(METHODS)}')
     spec = METHODS[method]
     if host.kind not in spec.type:
+        fits = '; '.join(f'{k}: {HOST_NAMES[k]}' for k in spec.type)
         raise ValueError(
             f'{method} does not fit the {host.toolbox} {host.type} of this '
-            f'config; it fits: {", ".join(sorted(spec.type))} hosts '
-            f'({_HOST_NAMES})')
-    dense = host.toolbox in _DENSE
-    backbone = dict(type=f'mmvitaccel.{spec.type[host.kind]}', **host.args)
-    extra = {}
-    w = host.window_size
-    if method == 'stvit-r':
-        stage = host.depths[2]
-        if 'num_units' not in options and (stage < 6 or stage % 6):
-            raise ValueError(
-                f'stvit-r turns stage 3 into dumbbell units of 6 blocks; '
-                f'this host\'s stage 3 has {stage} blocks (give num_units '
-                'for fewer units)')
-        setting = dict(_STVIT_R_DENSE if dense else _STVIT_CLASSIFY)
-        if not dense:
-            setting['recovery_window'] = _STVIT_R_DENSE['recovery_window']
-        setting['key_windows'] = _scaled(setting['key_windows'], w)
-        setting['recovery_window'] = _scaled(
-            (setting['recovery_window'], ), w)[0]
-        backbone.update(setting)
-    elif method == 'stvit':
-        backbone.update(_STVIT_CLASSIFY,
-                        key_windows=_scaled(_STVIT_CLASSIFY['key_windows'],
-                                            w),
-                        stgm_index=stvit_stgm_index(
-                            host.depths[2], options.get('move_stgm', False)))
-        if host.kind == 'swin':
-            if dense:
-                backbone['out_type'] = 'featmap'
-            else:  # the paper's head reads the mean of the semantic tokens
-                backbone['out_type'] = 'avg'
-                extra['model.neck'] = None
-    elif method == 'dgssa':
-        backbone.update(static_blocks=dgssa_static_blocks(host.depths),
-                        static_start=1, static_init='dg')
-        extra['optim_wrapper.paramwise_cfg.custom_keys'] = {
-            'static_logits': dict(decay_mult=0.)}
+            f'config; it fits: {", ".join(spec.type)} hosts ({fits})')
+    if spec.distils and not upstream.checkpoint:
+        raise ValueError(
+            f'{method} fine-tunes from the upstream weights, with the '
+            f'upstream model as its frozen teacher: give checkpoint= '
+            f'(--checkpoint), or set load_from in the config')
+    args, extra = _placers()[method](host, options, upstream)
+    backbone = dict(type=f'mmvitaccel.{spec.type[host.kind]}', **args)
     backbone.update(options)
+    if upstream.checkpoint:
+        extra.setdefault('load_from', upstream.checkpoint)
     return backbone, extra

@@ -38,7 +38,9 @@ def build_study_model(cfg, checkpoint, cfg_options=None):
 
 
 def pruned_host(cfg, checkpoint, scorer, density, prune_before=(3, )):
-    """The trained host with training-free token pruning.
+    """The trained host with training-free token pruning: the host config
+    converted by the switch (:func:`~mmvitaccel.apis.accelerate_config`,
+    method ``tis``, or ``cls`` for that scorer), the path a user takes.
 
     Before layer ``l`` (0-based, ``prune_before``) the patch tokens are
     scored from layer ``l - 1``'s attention and the ``round(rho (N + 1))
@@ -55,17 +57,16 @@ def pruned_host(cfg, checkpoint, scorer, density, prune_before=(3, )):
 
     Returns:
         nn.Module: the classifier, in eval mode.
+
+    Raises:
+        ValueError: the host is not a ViT (the switch's message).
     """
-    cfg = copy.deepcopy(cfg)
-    backbone = cfg.model.backbone
-    if backbone.type.split('.')[-1] != 'VisionTransformer':
-        raise ValueError('pruned_host needs a VisionTransformer host, got '
-                         f'{backbone.type}')
-    backbone.update(type='mmvitaccel.TokenPrunedVisionTransformer',
-                    prune_before=tuple(prune_before), scorer=scorer,
-                    selector='value', density=density,
-                    test_execution='drop')
-    return build_study_model(cfg, checkpoint)
+    from ...apis.accelerate import accelerate_config
+    pruned = accelerate_config(
+        cfg, 'cls' if scorer == 'cls' else 'tis', scorer=scorer,
+        selector='value', density=density,
+        prune_before=tuple(prune_before), test_execution='drop')
+    return build_study_model(pruned, checkpoint)
 
 
 def test_inputs(cfg, num_images=None, batch_size=128):

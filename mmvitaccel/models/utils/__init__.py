@@ -1,4 +1,5 @@
-from .checkpoint import (MIN_LOADED_SHARE, deit_converter, deit_state_dict,
+from .checkpoint import (MIN_LOADED_SHARE, compare_state_dict, deit_converter,
+                         deit_state_dict, loaded_share,
                          describe_checkpoint, inflate_2d_swin,
                          load_with_report, swin_state_dict,
                          video_swin_state_dict)
@@ -12,7 +13,7 @@ from .swin import SWIN_ARCHS, SwinBase, swin_config
 from .vit import embed_tokens
 
 __all__ = [
-    'deit_converter', 'deit_state_dict', 'load_with_report', 'swin_state_dict',
+    'compare_state_dict', 'loaded_share', 'deit_converter', 'deit_state_dict', 'load_with_report', 'swin_state_dict',
     'video_swin_state_dict', 'inflate_2d_swin', 'hallucinated_state_dict',
     'pvtv2_state_dict',
     'embed_tokens', 'describe_checkpoint', 'MIN_LOADED_SHARE',

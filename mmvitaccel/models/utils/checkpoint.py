@@ -364,6 +364,47 @@ def _min_share(module, min_share):
     return MIN_LOADED_SHARE
 
 
+def compare_state_dict(own, state_dict, new_prefixes=()):
+    """What of ``state_dict`` loads into a model whose state dict is
+    ``own``.
+
+    Args:
+        own (dict): the model's ``{name: tensor}``.
+        state_dict (dict): the checkpoint's, in the model's names.
+        new_prefixes (Sequence[str]): name prefixes of the parameters a
+            method adds (not expected in a host checkpoint).
+
+    Returns:
+        tuple[dict, OrderedDict]: the report (key lists ``loaded``, ``new``,
+        ``missing``, ``unused``, ``mismatched``) and the loadable tensors.
+    """
+    loadable = OrderedDict()
+    report = dict(loaded=[], new=[], missing=[], unused=[], mismatched=[])
+    for key, value in state_dict.items():
+        if key not in own:
+            report['unused'].append(key)
+        elif own[key].shape != getattr(value, 'shape', None):
+            report['mismatched'].append(
+                f'{key}: checkpoint {tuple(getattr(value, "shape", ()))}, '
+                f'model {tuple(own[key].shape)}')
+        else:
+            loadable[key] = value
+            report['loaded'].append(key)
+    for key in own:
+        if key not in loadable:
+            kind = 'new' if key.startswith(tuple(new_prefixes)) else 'missing'
+            report[kind].append(key)
+    return report, loadable
+
+
+def loaded_share(report):
+    """The share of the expected tensors (all but the new ones) a report of
+    :func:`compare_state_dict` loaded, and how many were expected."""
+    expected = len(report['loaded']) + len(report['missing']) + len(
+        report['mismatched'])
+    return (len(report['loaded']) / expected if expected else 1.0), expected
+
+
 def load_with_report(module, state_dict, new_prefixes=(), logger=None,
                      min_share=None):
     """Load ``state_dict`` non-strictly and report what happened; refuse a
@@ -393,26 +434,9 @@ def load_with_report(module, state_dict, new_prefixes=(), logger=None,
     if not isinstance(min_share, (int, float)) or not 0 <= min_share <= 1:
         raise ValueError(f'min_loaded_share must be a number in [0, 1], '
                          f'got {min_share!r}')
-    own = module.state_dict()
-    loadable = OrderedDict()
-    report = dict(loaded=[], new=[], missing=[], unused=[], mismatched=[])
-    for key, value in state_dict.items():
-        if key not in own:
-            report['unused'].append(key)
-        elif own[key].shape != value.shape:
-            report['mismatched'].append(
-                f'{key}: checkpoint {tuple(value.shape)}, model '
-                f'{tuple(own[key].shape)}')
-        else:
-            loadable[key] = value
-            report['loaded'].append(key)
-    for key in own:
-        if key not in loadable:
-            kind = 'new' if key.startswith(tuple(new_prefixes)) else 'missing'
-            report[kind].append(key)
-    expected = len(report['loaded']) + len(report['missing']) + len(
-        report['mismatched'])
-    share = len(report['loaded']) / expected if expected else 1.0
+    report, loadable = compare_state_dict(module.state_dict(), state_dict,
+                                          new_prefixes)
+    share, expected = loaded_share(report)
     if share < min_share:
         raise ValueError(
             f'{type(module).__name__}: the checkpoint provides '

@@ -136,6 +136,28 @@ class PretrainedMixin:
         self.load_report = report
         return report
 
+    def host_layout_state_dict(self, state_dict):
+        """The backbone part of a whole upstream model's state dict (a
+        runner's ``load_from``) in this model's names: read by
+        :attr:`host_state_dict` and adapted, as :meth:`load_pretrained`
+        does, without loading it.
+
+        Args:
+            state_dict (dict): ``{name: tensor}`` without the backbone's
+                prefix.
+
+        Returns:
+            tuple[dict, tuple[str], list[str]]: the state dict, the names
+            the checkpoint does not provide (new), and the conversion notes.
+        """
+        if self.host_state_dict is None:
+            raise TypeError(f'{type(self).__name__} sets no host_state_dict '
+                            f'converter')
+        state_dict, fresh, notes = self.adapt_host_state_dict(
+            self.host_state_dict(state_dict))
+        new = tuple(self.new_parameter_prefixes) + tuple(fresh)
+        return state_dict, new, list(notes or [])
+
     def init_weights(self):
         """Load ``init_cfg=dict(type='Pretrained', checkpoint=...)`` with a
         report (``self.load_report``), or initialise as the upstream host

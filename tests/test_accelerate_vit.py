@@ -1,0 +1,347 @@
+"""The switch on ViT/DeiT, PVTv2 and (for HViT) Swin hosts: the papers'
+placements scaled to the host, a method off is the upstream backbone, the
+training-free conversions run on the upstream weights through
+``tools/test.py`` with every host tensor used, an upstream checkpoint
+loaded by the runner is read through our backbones' readers with a full
+report, a distilling conversion trains a step; and the studies measure
+the switch's conversions."""
+import importlib.util
+import os.path as osp
+from types import SimpleNamespace
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.registry import MODELS, DefaultScope, init_default_scope
+
+import mmvitaccel  # noqa: F401
+from mmvitaccel.apis.accelerate import (accelerate_config,
+                                        accelerated_config_text,
+                                        load_upstream_config)
+from mmvitaccel.apis.vit_placement import glad_tokens, scaled_layers
+from mmvitaccel.engine.checkpoint_check_hook import CheckpointCheckHook
+
+from .utils import REPO
+
+DEIT = 'mmpretrain::deit/deit-small_4xb256_in1k.py'
+MMDET_SWIN = 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py'
+MMSEG_SWIN = ('mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_'
+              '8xb2-160k_ade20k-512x512.py')
+PVTV2 = 'mmdet::pvt/retinanet_pvtv2-b0_fpn_1x_coco.py'
+#: a user's DeiT config, small enough for CPU steps (4 layers, 2 heads)
+TINY_DEIT = '''
+_base_ = '{base}'
+model = dict(
+    backbone=dict(arch=dict(_delete_=True, embed_dims=32, num_layers=4,
+                            num_heads=2, feedforward_channels=64)),
+    head=dict(in_channels=32))
+'''
+
+
+def _tool(name):
+    """A tool of ``tools/`` as a module (``tools/test.py`` would import as
+    the standard library's ``test`` package)."""
+    spec = importlib.util.spec_from_file_location(
+        f'mmvitaccel_tool_{name}', osp.join(REPO, 'tools', f'{name}.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build(model_cfg, scope):
+    init_default_scope(scope)
+    with DefaultScope.overwrite_default_scope(scope):
+        torch.manual_seed(0)
+        return MODELS.build(model_cfg)
+
+
+@pytest.fixture
+def tiny_deit(tmp_path):
+    """A small DeiT config inheriting mmpretrain's, and a checkpoint of its
+    whole classifier in mmpretrain's layout."""
+    config = tmp_path / 'deit.py'
+    config.write_text(TINY_DEIT.format(base=DEIT))
+    cfg = Config.fromfile(str(config))
+    state = _build(cfg.model, 'mmpretrain').state_dict()
+    checkpoint = str(tmp_path / 'deit.pth')
+    torch.save(dict(state_dict=state, meta=dict()), checkpoint)
+    return str(config), checkpoint, state
+
+
+def test_the_papers_placements_scale_with_the_host():
+    # the papers' own 12-layer DeiTs with 196 patches: unchanged
+    assert scaled_layers((3, ), 12) == (3, )
+    assert scaled_layers((4, 7, 10), 12) == (4, 7, 10)
+    assert glad_tokens(196) == (127, 77, 35)
+    assert glad_tokens(196, tiny=True) == (157, 107, 57)
+    # the digits study's 64-patch host got the same counts by hand
+    assert glad_tokens(64) == (42, 25, 12)
+    tiny = accelerate_config('mmpretrain::deit/deit-tiny_4xb256_in1k.py',
+                             'integrated', checkpoint='deit.pth')
+    assert tiny.model.backbone.glad_tokens == (157, 107, 57)
+    # ViT-L (24 layers), mmpretrain's 8-layer ViT-S
+    assert scaled_layers((4, 7, 10), 24) == (8, 14, 20)
+    assert scaled_layers((4, 7, 10), 8) == (3, 5, 7)
+    assert scaled_layers((1, 2), 4) == (1, 2)  # a collision moves on
+    with pytest.raises(ValueError, match='do not fit a host of 3 layers'):
+        scaled_layers((4, 7, 10), 3)
+    # AS-ViT's thresholds are one patch's score: they scale with 196 / N
+    cfg = load_upstream_config(DEIT)
+    cfg.model.backbone.img_size = 128  # 64 patches of 16 px
+    new = accelerate_config(cfg, 'asvit', checkpoint='deit.pth')
+    assert new.model.backbone.thresholds == pytest.approx(
+        (0.0030625, 0.006125, 0.0091875))
+    assert new.model.backbone.tau == pytest.approx(3.0625e-4)
+    new = accelerate_config(cfg, 'integrated', checkpoint='deit.pth')
+    assert new.model.backbone.glad_tokens == (42, 25, 12)
+    assert new.model.backbone.static_layers == (1, 2)
+    assert new.model.backbone.glad_layers == (3, 5, 7)
+
+
+def test_what_each_vit_method_adds_beside_the_backbone():
+    new = accelerate_config(DEIT, 'sait', checkpoint='deit.pth')
+    assert new.model.type == 'mmvitaccel.TokenPrunedClassifier'
+    assert new.model.teacher == dict(config=DEIT, checkpoint='deit.pth')
+    assert new.model.tis_distill_weight == 4. and new.load_from == 'deit.pth'
+    assert new.custom_hooks[-1].type == 'mmvitaccel.DenseSparseAlternateHook'
+    assert new.model.backbone.arch == 'deit-small'  # carried as it was
+    new = accelerate_config(DEIT, 'integrated', checkpoint='deit.pth')
+    assert new.model.teacher.type == 'mmpretrain.VisionTransformer'
+    assert new.model.teacher_head.init_cfg == dict(
+        type='Pretrained', checkpoint='deit.pth', prefix='head.')
+    new = accelerate_config(DEIT, 'tis')
+    assert new.model.type == 'ImageClassifier'  # training-free: as it was
+    assert new.get('load_from') is None
+    # mmpretrain's 'small' is its ViT-S; ours read it as DeiT-S: given as
+    # mmpretrain's sizes
+    cfg = load_upstream_config(DEIT)
+    cfg.model.backbone.arch = 'small'
+    assert accelerate_config(cfg, 'tis').model.backbone.arch == dict(
+        embed_dims=768, num_layers=8, num_heads=8, feedforward_channels=2304)
+    # PVTv2's untyped checkpoint init_cfg is typed for our reader
+    new = accelerate_config(PVTV2, 'hvit').model.backbone
+    assert new.init_cfg.type == 'Pretrained' and new.embed_dims == 32
+
+
+@pytest.mark.parametrize('config,method,match', [
+    (DEIT, 'sait', r'sait fine-tunes from the upstream weights.*give '
+     r'checkpoint='),
+    ('mmpretrain::deit/deit-tiny_4xb256_in1k.py', 'hvit',
+     r'needs an even head count; this ViT has 3 heads'),
+    ('mmpretrain::deit/deit-small-distilled_4xb256_in1k.py', 'tis',
+     r'distilled DeiT carries a distillation token'),
+    (DEIT, 'stvit-r', r'stvit-r does not fit the mmpretrain '
+     r'VisionTransformer.*swin: mmpretrain/mmdet/mmseg SwinTransformer'),
+    (PVTV2, 'tis', r'tis does not fit the mmdet PyramidVisionTransformerV2'),
+])
+def test_bad_vit_requests_are_refused_by_name(config, method, match):
+    with pytest.raises(ValueError, match=match):
+        accelerate_config(config, method)
+
+
+def test_a_headless_vit_runs_training_free_only():
+    headless = 'mmpretrain::dinov2/vit-small-p14_dinov2-pre_headless.py'
+    assert accelerate_config(headless, 'tis').model.head is None
+    for method in ('sait', 'asvit', 'integrated'):
+        with pytest.raises(ValueError, match=f'{method} fine-tunes a '
+                           'classifier.*not an mmpretrain ImageClassifier '
+                           'with a head'):
+            accelerate_config(headless, method, checkpoint='dino.pth')
+
+
+def _without_weights(cfg):
+    backbone = cfg.model.backbone.to_dict()
+    backbone.pop('init_cfg', None)
+    if backbone.get('pretrained') is not None:
+        backbone.update(pretrained=None, pretrained2d=False)  # no download
+    return backbone
+
+
+def _backbones(config, method, **options):
+    cfg = load_upstream_config(config)
+    new = accelerate_config(cfg, method, **options)
+    built = []
+    for c in (cfg, new):
+        built.append(_build(_without_weights(c), cfg.default_scope))
+        built[-1].eval()  # (some backbones' train() returns None)
+    return built
+
+
+@pytest.mark.parametrize('config,method,options', [
+    (DEIT, 'tis', dict(prune=False)),
+    (DEIT, 'cls', dict(density=1.0)),
+    (PVTV2, 'hvit', dict(hmhsa=False, cffn=False)),
+])
+def test_a_method_off_is_the_upstream_backbone_bit_for_bit(
+        config, method, options):
+    """Pruning nothing (or keeping every token) and HViT with neither hMHSA
+    nor cFFN compute the upstream backbone's outputs exactly, from its
+    weights: the same operations in the same order."""
+    host, ours = _backbones(config, method, **options)
+    missing, unexpected = ours.load_state_dict(host.state_dict(),
+                                               strict=False)
+    assert not missing and not unexpected
+    x = torch.rand(2, 3, 64, 64)
+    with torch.no_grad():
+        expected, got = host(x), ours(x)
+    for e, g in zip(expected, got):
+        for a, b in zip(*(t if isinstance(t, (tuple, list)) else [t]
+                          for t in (e, g))):
+            assert torch.equal(a, b)
+
+
+def test_hvit_off_on_an_mmdet_swin_is_the_upstream_swin():
+    """mmdet's Swin translated to mmpretrain's (what HViT subclasses), with
+    neither hMHSA nor cFFN, computes the mmdet Swin's maps bit for bit from
+    its weights (read by our Swin reader), at odd sizes and where the last
+    stage's map is no larger than a window (mmdet pads and shifts it:
+    pad_small_map)."""
+    cfg = load_upstream_config(MMDET_SWIN)
+    host, ours = _backbones(cfg, 'hvit', hmhsa=False, cffn=False)
+    ours.init_cfg = dict(type='Pretrained',
+                         checkpoint=dict(state_dict=host.state_dict()))
+    ours.init_weights()
+    assert not ours.load_report['missing'] and \
+        not ours.load_report['unused'], ours.load_report
+    for size in (224, 97):
+        x = torch.rand(1, 3, size, size)
+        with torch.no_grad():
+            expected, got = host(x), ours(x)
+        assert len(expected) == len(got) == 4
+        for e, g in zip(expected, got):
+            assert torch.equal(g, e)
+
+
+def test_tools_test_runs_a_training_free_conversion_on_upstream_weights(
+        tmp_path, tiny_deit, tiny_data_dir):
+    """``tools/accelerate.py CONFIG --method tis`` and then ``tools/test.py
+    NEW_CONFIG UPSTREAM_CKPT``: the runner loads the upstream classifier's
+    checkpoint and its report shows every tensor loaded, nothing new,
+    missing or unused."""
+    config, checkpoint, state = tiny_deit
+    out = str(tmp_path / 'tis.py')
+    _tool('accelerate').main([config, '--method', 'tis', '--out', out])
+    runner = _tool('test').main([
+        out, checkpoint, '--tiny', '--work-dir', str(tmp_path / 'work'),
+        '--cfg-options', f'tiny.data_root={tiny_data_dir}'])
+    hook = next(h for h in runner.hooks
+                if isinstance(h, CheckpointCheckHook))
+    report = hook.report
+    assert sorted(report['loaded']) == sorted(state)
+    for kind in ('new', 'missing', 'unused', 'mismatched'):
+        assert not report[kind], (kind, report[kind])
+
+
+_TINY_SWIN = dict(embed_dims=32, depths=(1, 1, 6, 1), num_heads=(1, 2, 4, 8))
+
+
+@pytest.mark.parametrize('config,method,options', [
+    (MMDET_SWIN, 'stvit-r', {}),
+    (MMSEG_SWIN, 'dgssa', dict(static_init='uniform')),
+])
+def test_the_runner_reads_an_upstream_checkpoint_through_our_readers(
+        config, method, options):
+    """``load_from`` an upstream detector/segmentor checkpoint into the
+    converted config's model: the hook converts the backbone part where it
+    is in the host's layout, the report lists what loads, and only what
+    the method replaces is unused."""
+    upstream_cfg = load_upstream_config(config)
+    upstream_cfg.model.backbone.update(_TINY_SWIN, init_cfg=None)
+    upstream_cfg.model.pop('pretrained', None)
+    heads = {'model.neck.in_channels': [32, 64, 128, 256]} if \
+        method == 'stvit-r' else {
+            'model.decode_head.in_channels': [32, 64, 128, 256],
+            'model.auxiliary_head.in_channels': 128}
+    upstream_cfg.merge_from_dict(heads)
+    scope = upstream_cfg.default_scope
+    state = _build(upstream_cfg.model, scope).state_dict()
+    new = accelerate_config(upstream_cfg, method, **options)
+    model = _build(new.model, scope)
+    checkpoint = dict(state_dict=dict(state), meta=dict())
+    hook = CheckpointCheckHook()
+    runner = SimpleNamespace(model=model, _load_from='upstream.pth',
+                             _resume=False)
+    hook.after_load_checkpoint(runner, checkpoint)
+    report = hook.report
+    assert not report['missing'] and not report['mismatched'], report
+    assert all(k.startswith('backbone.') for k in report['new'])
+    model.load_state_dict(checkpoint['state_dict'], strict=False)
+    own = model.state_dict()
+    for key in report['loaded']:
+        if key in state and 'relative_position_index' not in key:
+            assert torch.equal(own[key], state[key]), key
+    if method == 'dgssa':
+        # read through DGSSA's reader: the static blocks' V from the host's
+        # QKV (their Q and K dropped, their position tables folded into the
+        # static logits, which are new); every other tensor loads
+        assert not report['unused']
+        assert any('Q and K dropped' in n for n in report['converted'])
+        assert any(k.endswith('.v.weight') for k in report['loaded'])
+        assert report['new'] and all(k.endswith('static_logits')
+                                     for k in report['new'])
+    else:
+        # the same names: only the semantic blocks' position tables (all
+        # of the unit but its first, image, block) are replaced
+        assert not report['converted']
+        assert report['unused'] and all(
+            k.startswith('backbone.stages.2.blocks.') and k.endswith((
+                'relative_position_bias_table', 'relative_position_index'))
+            and '.blocks.0.' not in k for k in report['unused'])
+
+
+def test_a_distilling_conversion_trains_a_step_and_predicts(
+        tmp_path, tiny_deit, tiny_data_dir):
+    """SaiT on a user's DeiT config: TokenPrunedClassifier with the
+    upstream model as its TIS teacher, dense/sparse epochs, one step."""
+    from mmvitaccel.tiny import tinyfy_config
+
+    from .utils import assert_updated, train_and_predict_one_batch
+    config, checkpoint, _ = tiny_deit
+    out = tmp_path / 'sait.py'
+    out.write_text(accelerated_config_text(config, str(out), 'sait',
+                                           checkpoint))
+    cfg = Config.fromfile(str(out))
+    assert cfg.model.teacher.config == osp.join(str(tmp_path), 'deit.py')
+    cfg.work_dir = str(tmp_path / 'work')
+    cfg = tinyfy_config(cfg, data_root=str(tiny_data_dir))
+    cfg.randomness = dict(seed=0)
+    updates = {}
+    losses, preds, _ = train_and_predict_one_batch(cfg, updates)
+    assert 'loss_tis' in losses and torch.isfinite(losses['loss_tis'])
+    assert_updated(updates)
+    assert len(preds) == cfg.test_dataloader.batch_size
+
+
+@pytest.mark.parametrize('reference,row,method', [
+    ('swin_cascade.py', 'stvit_r_cascade.py', 'stvit-r'),
+    ('swin_cascade.py', 'dgssa_cascade.py', 'dgssa'),
+    ('swin_upernet.py', 'stvit_r_upernet.py', 'stvit-r'),
+    ('swin_upernet.py', 'dgssa_upernet.py', 'dgssa'),
+    ('video_swin.py', 'stvit_video_swin.py', 'stvit'),
+])
+def test_the_dense_study_measures_the_switch(reference, row, method):
+    """Each method row of the dense evidence (configs/study/dense) is the
+    switch's conversion of its dense reference: the same backbone, tensor
+    for tensor and output for output, so the study measures the model a
+    user gets from tools/accelerate.py."""
+    folder = osp.join(REPO, 'configs', 'study', 'dense')
+    ref_cfg = Config.fromfile(osp.join(folder, reference))
+    converted = accelerate_config(ref_cfg, method)
+    ours = Config.fromfile(osp.join(folder, row))
+    scope = ref_cfg.default_scope
+    init_default_scope(scope)
+    models = []
+    for cfg in (converted, ours):
+        with DefaultScope.overwrite_default_scope(scope):
+            torch.manual_seed(0)
+            models.append(MODELS.build(_without_weights(cfg)))
+        models[-1].eval()
+    a, b = (m.state_dict() for m in models)
+    assert {k: v.shape for k, v in a.items()} == \
+        {k: v.shape for k, v in b.items()}
+    models[1].load_state_dict(a)
+    x = torch.rand(1, 3, 4, 64, 64) if scope == 'mmaction' else \
+        torch.rand(1, 3, 96, 96)
+    with torch.no_grad():
+        for e, g in zip(*(m(x) for m in models)):
+            assert torch.equal(e, g)
