@@ -418,3 +418,40 @@ def test_a_preference_must_name_two_settings():
     with pytest.raises(ValueError, match='prefer'):
         study.StudyMethod(config='x.py', settings={'a': {}},
                           prefer=dict(setting='a', over='b', within=0.1))
+
+
+def test_the_training_free_table_runs_the_switch_on_the_host(reduced,
+                                                            tmp_path):
+    """The training-free table's DeiT rows are the switch's conversions of
+    the host with its weights unchanged: keeping every token is the host
+    (its top-1, its FLOPs), keeping half costs less; the dense evidence's
+    training-free rows follow their dense models, in points; the CSV
+    reads back to the same table."""
+    from mmvitaccel.analysis.study import training_free
+    cfg, _, ckpt = reduced
+    inputs = study.test_inputs(cfg, batch_size=8)
+    settings = [
+        ('tis', 'value, density 1', dict(selector='value', density=1.0)),
+        ('cls', 'value, density 0.5', dict(selector='value', density=0.5)),
+    ]
+    rows = training_free.deit_rows(cfg, ckpt, inputs, settings, rounds=1,
+                                   batch_size=8)
+    host, full, half = rows
+    assert full['value'] == host['value'] and full['change'] == '+0.0'
+    assert full['flops_ratio'] == pytest.approx(1.0, rel=0.02)
+    assert half['flops_ratio'] < 0.95
+    dense = [
+        dict(task='detection', method='Swin', setting='fine-tuned',
+             reference=None, bbox_ap=0.6, segm_ap=0.62, flops_ratio=1.,
+             model_speed_b1=1., model_speed_b8=1.),
+        dict(task='detection', method='STViT-R', setting='training-free',
+             reference='Swin', bbox_ap=0.58, segm_ap=0.615, flops_ratio=0.8,
+             model_speed_b1=1.1, model_speed_b8=1.2),
+    ]
+    rows += training_free.dense_rows(dense)
+    assert rows[-1]['value'] == '58.0 / 61.5'
+    assert rows[-1]['change'] == '−2.0 / −0.5'
+    path = str(tmp_path / 'training_free.csv')
+    training_free.write_rows(rows, path)
+    assert training_free.markdown_table(training_free.read_rows(path)) == \
+        training_free.markdown_table(rows)

@@ -50,8 +50,9 @@ def convert_host_parts(model, state):
         try:
             converted, fresh, converted_notes = \
                 module.host_layout_state_dict(part)
-        except (ValueError, KeyError, TypeError) as err:
-            notes.append(f'{name}: not converted ({err})')
+        except Exception as err:  # an attempt: the names may match as is
+            notes.append(f'{name}: not read as its host\'s layout '
+                         f'({type(err).__name__}: {err})')
             continue
         before = compare_state_dict(own, state)[0]['loaded']
         trial = OrderedDict((k, v) for k, v in state.items()

@@ -34,7 +34,9 @@ The dense evidence (detection and segmentation fine-tuned from a pretrained
 Swin classifier, ``tools/analysis/dense_study.py``) is in :mod:`.dense`
 (its rows, fine-tuning, training-free conversions, test metrics) and
 :mod:`.dense_report` (costs, speed, CSV, plots, the picture of predicted
-scenes), imported as submodules.
+scenes), imported as submodules; the training-free table of the switch's
+methods on both hosts (``tools/analysis/training_free.py``) in
+:mod:`.training_free`.
 """
 from .evaluation import (HOST_CONFIG, REFERENCE_SCORERS, build_study_model,
                          measure, pruned_host, reference_rows, summarise,

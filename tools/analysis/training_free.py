@@ -1,0 +1,74 @@
+# Copyright (c) mmvitaccel contributors. All rights reserved.
+"""The training-free table of ``docs/accelerate.md`` in one command: each
+training-free method of the switch on the study hosts
+(:mod:`mmvitaccel.analysis.study.training_free`).
+
+1. the digits DeiT host (``configs/study/digits_deit_host.py``, cached
+   under ``--work-dir`` by the classification study, trained there if
+   missing), converted by ``accelerate_config`` for ``tis`` and ``cls`` at
+   SaiT's value and mass settings: top-1 on the test split, FLOPs per image
+   and speed against the host, timed interleaved at batch 1 and 32;
+2. the training-free rows of the dense evidence (``--dense-csv``, written
+   by ``tools/analysis/dense_study.py``) beside their dense models;
+
+and writes ``training_free.csv`` to ``--out`` and prints the Markdown
+table. ``--table CSV`` prints the table of a written CSV.
+
+Example::
+
+    python tools/analysis/training_free.py --out docs/study
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, REPO)
+
+import mmvitaccel  # noqa: E402,F401  (stack fixes, registry)
+from mmvitaccel.analysis import study  # noqa: E402
+from mmvitaccel.analysis.study import dense_report, training_free  # noqa: E402
+from mmvitaccel.apis.harness import load_config  # noqa: E402
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description='The training-free methods on the study hosts')
+    parser.add_argument('--work-dir', default='work_dirs/study',
+                        help='the classification study\'s cache (the host)')
+    parser.add_argument('--dense-csv',
+                        default=osp.join(REPO, 'docs', 'study', 'dense',
+                                         'dense.csv'))
+    parser.add_argument('--out', default='work_dirs/training_free')
+    parser.add_argument('--rounds', type=int, default=10,
+                        help='interleaved timing rounds')
+    parser.add_argument('--table', metavar='CSV',
+                        help='print the Markdown table of a written CSV')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.table:
+        rows = training_free.read_rows(args.table)
+        print(training_free.markdown_table(rows))
+        return rows
+    cfg = load_config(osp.join(REPO, study.HOST_CONFIG))
+    checkpoint = study.host_checkpoint(cfg, 0, args.work_dir)
+    inputs = study.test_inputs(cfg)
+    rows = training_free.deit_rows(cfg, checkpoint, inputs,
+                                   rounds=args.rounds)
+    if osp.isfile(args.dense_csv):
+        rows += training_free.dense_rows(
+            dense_report.read_dense_csv(args.dense_csv))
+    os.makedirs(args.out, exist_ok=True)
+    path = osp.join(args.out, 'training_free.csv')
+    training_free.write_rows(rows, path)
+    print(training_free.markdown_table(rows))
+    print(f'wrote {path}')
+    return rows
+
+
+if __name__ == '__main__':
+    main()
