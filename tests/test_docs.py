@@ -314,3 +314,15 @@ def test_the_dense_study_tables_are_the_committed_csv():
     table = dense_report.dense_markdown_table(rows)
     assert table in _read(README)
     assert table in _read(osp.join(REPO, 'docs', 'study.md'))
+
+
+def test_the_training_free_table_is_the_committed_csv():
+    """docs/accelerate.md's training-free table is rendered from
+    docs/study/training_free.csv, the file tools/analysis/training_free.py
+    wrote."""
+    from mmvitaccel.analysis.study import training_free
+    rows = training_free.read_rows(
+        osp.join(REPO, 'docs', 'study', 'training_free.csv'))
+    assert rows[0]['method'] == 'host'
+    table = training_free.markdown_table(rows)
+    assert table in _read(osp.join(REPO, 'docs', 'accelerate.md'))
