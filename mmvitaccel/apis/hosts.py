@@ -49,9 +49,7 @@ HOST_CLASSES = {
                                         'SwinTransformer3D'),
     ('mmpretrain', 'VisionTransformer'):
     ('mmpretrain.models.backbones.vision_transformer', 'VisionTransformer'),
-    ('mmdet', 'PyramidVisionTransformerV2'): ('mmdet.models.backbones.pvt',
-                                              'PyramidVisionTransformerV2'),
-}
+}  # (PVTv2 takes **kwargs: its defaults are mmdet PVT's, _pvt_defaults)
 
 #: types a toolbox defines that none of our methods fits, with the reason
 #: (a refusal says it)
