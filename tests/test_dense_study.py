@@ -354,3 +354,34 @@ def test_parallel_map_keeps_order_shares_cores_and_raises():
         parallel_map(operator.truediv, [(1, 1), (1, 0)], 2)
     with pytest.raises(ValueError, match='workers must be >= 1'):
         parallel_map(operator.add, calls, 0)
+
+
+def test_the_detectors_roi_layers_are_mmcvs_bit_for_bit():
+    """The study's detector runs RoIAlign on torchvision's kernel
+    (``use_torchvision``, for speed); its outputs and gradients are mmcv's
+    own kernel's, bit for bit (the same bilinear samples, summed in the
+    same order), on the box (7) and mask (14) layers at every FPN level."""
+    from mmcv.ops import RoIAlign
+    cfg = load_config(osp.join(REPO, 'configs/study/dense/swin_cascade.py'))
+    torch.manual_seed(0)
+    for key in ('bbox_roi_extractor', 'mask_roi_extractor'):
+        extractor = cfg.model.roi_head[key]
+        layer = {k: v for k, v in extractor.roi_layer.items() if k != 'type'}
+        assert layer.pop('use_torchvision') is True
+        for stride in extractor.featmap_strides:
+            feat = torch.randn(2, 8, 160 // stride, 160 // stride,
+                               requires_grad=True)
+            xy = torch.rand(64, 2) * 120
+            rois = torch.cat([torch.randint(0, 2, (64, 1)).float(), xy,
+                              xy + torch.rand(64, 2) * 40 + 1], 1)
+            grad = torch.randn(64, 8, layer['output_size'],
+                               layer['output_size'])
+            outs = []
+            for tv in (True, False):
+                feat.grad = None
+                out = RoIAlign(spatial_scale=1 / stride, use_torchvision=tv,
+                               **layer)(feat, rois)
+                out.backward(grad)
+                outs.append((out.detach(), feat.grad.clone()))
+            assert torch.equal(outs[0][0], outs[1][0])
+            assert torch.equal(outs[0][1], outs[1][1])

@@ -14,6 +14,11 @@
 #     digit is another shape), a new draw of every training scene per
 #     epoch; pixel statistics of the host (127.5, 127.5);
 #   - float32 (AMP is for GPUs);
+#   - the RoIAlign layers run torchvision's kernel (mmcv's use_torchvision):
+#     the same sampling, outputs and gradients equal bit for bit
+#     (tests/test_dense_study.py), and on the CPU a training step 21% faster
+#     (1.75 s against 1.38 s at batch 8 on one thread: mmcv's CPU backward
+#     is a quarter of a step);
 #   - schedule: 8 epochs of 540 new scenes (68 iterations at batch 8; 4,320
 #     scenes in all), the recipe's steps at 3/4 and near its 11/12 (epochs
 #     6 and 7), a 200-iteration linear warm-up; AdamW lr 2e-4 at batch 8
@@ -30,6 +35,9 @@ canvas_size = 160
 embed_dims = 32
 channels = 32
 max_epochs = 8
+# the recipe's RoIAlign (aligned, adaptive sampling) on torchvision's kernel
+roi_layer = dict(type='RoIAlign', output_size=7, sampling_ratio=0,
+                 use_torchvision=True)
 
 model = dict(
     data_preprocessor=dict(mean=[127.5] * 3, std=[127.5] * 3,
@@ -45,7 +53,7 @@ model = dict(
               out_channels=channels),
     rpn_head=dict(in_channels=channels, feat_channels=channels),
     roi_head=dict(
-        bbox_roi_extractor=dict(out_channels=channels),
+        bbox_roi_extractor=dict(out_channels=channels, roi_layer=roi_layer),
         # the recipe's three stages; only widths and classes change
         bbox_head=[
             dict(type='ConvFCBBoxHead', num_shared_convs=4,
@@ -62,7 +70,8 @@ model = dict(
             for stds in ([0.1, 0.1, 0.2, 0.2], [0.05, 0.05, 0.1, 0.1],
                          [0.033, 0.033, 0.067, 0.067])
         ],
-        mask_roi_extractor=dict(out_channels=channels),
+        mask_roi_extractor=dict(out_channels=channels,
+                                roi_layer=dict(roi_layer, output_size=14)),
         mask_head=dict(in_channels=channels, conv_out_channels=channels,
                        num_classes=10)),
     train_cfg=dict(

@@ -29,7 +29,8 @@ __all__ = [
     'DENSE_METHODS_FILE', 'DENSE_HOSTS', 'DGSSA_IMAGES', 'DenseRow', 'HOST_LAYOUTS',
     'HOST_OPTION', 'official_host_checkpoint',
     'SWIN_HOST_CONFIG', 'dgssa_init_checkpoint', 'finetuned_checkpoint',
-    'learning_curve', 'load_dense_tasks', 'task_rows', 'test_metrics',
+    'kept_checkpoints', 'learning_curve', 'load_dense_tasks', 'task_rows',
+    'test_metrics',
     'training_free_checkpoint'
 ]
 
@@ -251,6 +252,15 @@ def training_free_checkpoint(repo, row, finetuned, out, backbone=None,
     return out
 
 
+def _test_cache(repo, row, checkpoint, options=None):
+    """The row's test config and the JSON that caches ``checkpoint``'s
+    metrics under it."""
+    from ...apis.harness import load_config
+    cfg = load_config(osp.join(repo, row.config), options)
+    return cfg, osp.splitext(checkpoint)[0] + \
+        f'_test_{config_key(cfg, 0)}.json'
+
+
 def test_metrics(repo, row, checkpoint, options=None, work_dir=None):
     """The row's test-split metrics of ``checkpoint`` from the toolbox's
     test loop (``Runner.test``), cached as JSON beside the checkpoint.
@@ -260,25 +270,24 @@ def test_metrics(repo, row, checkpoint, options=None, work_dir=None):
         row (DenseRow): the row (its config).
         checkpoint (str): a whole-model checkpoint.
         options (dict, optional): more cfg options.
-        work_dir (str, optional): the runner's folder (default: beside the
-            checkpoint).
+        work_dir (str, optional): the runner's folder (default:
+            ``test/<checkpoint's stem>`` beside the checkpoint).
 
     Returns:
         dict: the evaluator's metrics.
     """
     from mmengine.runner import Runner
-
-    from ...apis.harness import load_config
-    cfg = load_config(osp.join(repo, row.config), options)
-    key = config_key(cfg, 0)
-    cache = osp.splitext(checkpoint)[0] + f'_test_{key}.json'
+    cfg, cache = _test_cache(repo, row, checkpoint, options)
     if osp.isfile(cache):
         with open(cache) as f:
             return json.load(f)
     cfg = copy.deepcopy(cfg)
     cfg.model.backbone.init_cfg = None
     cfg.load_from = checkpoint
-    cfg.work_dir = work_dir or osp.join(osp.dirname(checkpoint), 'test')
+    # one folder per checkpoint: tests of one run's weights may run at once
+    cfg.work_dir = work_dir or osp.join(
+        osp.dirname(checkpoint), 'test',
+        osp.splitext(osp.basename(checkpoint))[0])
     metrics = Runner.from_cfg(cfg).test()
     metrics = {k: float(v) for k, v in metrics.items()
                if isinstance(v, numbers.Real)}
@@ -296,6 +305,14 @@ def learning_curve(repo, row, checkpoint, options=None):
         list[tuple[int, dict]]: ``(epoch, metrics)`` by epoch; only the
         last epoch when the run kept nothing (runs cached before).
     """
+    return [(epoch, test_metrics(repo, row, path, options))
+            for epoch, path in sorted(kept_checkpoints(checkpoint).items())]
+
+
+def kept_checkpoints(checkpoint):
+    """``{epoch: path}`` of the weights a fine-tuning kept on its way
+    (``epoch_{n}.pth`` beside ``checkpoint``) and of ``checkpoint`` itself
+    at its last epoch."""
     folder = osp.dirname(checkpoint)
     kept = {}
     for name in os.listdir(folder):
@@ -305,8 +322,7 @@ def learning_curve(repo, row, checkpoint, options=None):
             kept[int(stem[6:])] = osp.join(folder, name)
     last = torch.load(checkpoint, map_location='cpu', weights_only=True)
     kept[int(last['meta']['epoch'])] = checkpoint
-    return [(epoch, test_metrics(repo, row, path, options))
-            for epoch, path in sorted(kept.items())]
+    return kept
 
 
 def _summarise(row, setting, metrics, per_seed):
@@ -339,8 +355,9 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
         cache_dir (str): the cache folder.
         options (dict, optional): cfg options of every row (reduced runs).
         progress (Callable[[str], None], optional): called per step.
-        workers (int): training runs at once (:func:`~.training.
-            parallel_map`); cached runs cost nothing.
+        workers (int): training runs, DGSSA initialisations and tests at
+            once (:func:`~.training.parallel_map`); cached ones cost
+            nothing.
         keep_every (int, optional): runs trained now keep their weights
             every so many epochs (:func:`learning_curve`).
         dgssa_images (int): training scenes of ``tools/dgssa_init.py``
@@ -376,27 +393,53 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
     ], workers)
     trained = iter(finetuned_checkpoint(*c, train=False) for c in calls)
     for row in rows:
-        ckpts = [next(trained) for _ in seeds]
-        finetuned[row.name] = ckpts
-        per_seed = [test_metrics(repo, row, c, options) for c in ckpts]
+        finetuned[row.name] = [next(trained) for _ in seeds]
+    # the training-free conversions: DGSSA's initialisation of each
+    # fine-tuned reference (in the pool), then the weights put together
+    converted, inits = {}, []
+    for row in rows:
+        if not row.training_free:
+            continue
+        for source in finetuned[row.reference]:
+            stem = osp.splitext(source)[0] + f'_as_{_slug(row.name)}'
+            backbone = None
+            if row.dgssa_init:
+                backbone = stem + dgssa
+                inits.append((repo, osp.join(repo, row.config), source,
+                              backbone, dgssa_images))
+            converted.setdefault(row.name, []).append(
+                (source, stem + '.pth', backbone))
+    parallel_map(dgssa_init_checkpoint,
+                 [c for c in inits if not osp.isfile(c[3])], workers)
+    for row in rows:
+        converted[row.name] = [
+            training_free_checkpoint(repo, row, source, out, backbone, options)
+            for source, out, backbone in converted.get(row.name, [])
+        ]
+    # every test in the pool (cached as JSON): the fine-tuned seeds, the
+    # conversions, and the weights the first seed kept (learning_curve)
+    tests = [(repo, row, c, options) for row in rows
+             for c in finetuned[row.name] + converted[row.name]]
+    tests += [(repo, row, c, options) for row in rows
+              for c in kept_checkpoints(finetuned[row.name][0]).values()
+              if c != finetuned[row.name][0]]
+    parallel_map(test_metrics, [
+        t for t in tests if not osp.isfile(_test_cache(*t)[1])
+    ], workers)
+    for row in rows:
+        per_seed = [test_metrics(repo, row, c, options)
+                    for c in finetuned[row.name]]
         out.append(_summarise(row, 'fine-tuned', metrics, per_seed))
-        first[(row.name, 'fine-tuned')] = ckpts[0]
+        first[(row.name, 'fine-tuned')] = finetuned[row.name][0]
         if progress:
             progress(f'{task} {row.name}')
     for row in rows:
         if not row.training_free:
             continue
-        per_seed = []
-        for seed, source in zip(seeds, finetuned[row.reference]):
-            stem = osp.splitext(source)[0] + f'_as_{_slug(row.name)}'
-            backbone = dgssa_init_checkpoint(
-                repo, osp.join(repo, row.config), source, stem + dgssa,
-                dgssa_images) if row.dgssa_init else None
-            ckpt = training_free_checkpoint(repo, row, source,
-                                            stem + '.pth', backbone, options)
-            per_seed.append(test_metrics(repo, row, ckpt, options))
-            first.setdefault((row.name, 'training-free'), ckpt)
+        per_seed = [test_metrics(repo, row, c, options)
+                    for c in converted[row.name]]
         out.append(_summarise(row, 'training-free', metrics, per_seed))
+        first[(row.name, 'training-free')] = converted[row.name][0]
         if progress:
             progress(f'{task} {row.name} training-free')
     return out, first

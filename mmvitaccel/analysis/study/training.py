@@ -252,13 +252,15 @@ def _dump(cfg, path):
 
 def run_tool(repo, tool, args, log):
     """Run ``python REPO/TOOL *args`` in the repository, its output going
-    to ``log``; raise with the log's tail if it fails."""
+    to ``log``, on this process's torch threads (a :func:`parallel_map`
+    worker's share); raise with the log's tail if it fails."""
     import subprocess
     import sys
     cmd = [sys.executable, osp.join(repo, tool)] + [str(a) for a in args]
     os.makedirs(osp.dirname(osp.abspath(log)), exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
     with open(log, 'w') as f:
-        done = subprocess.run(cmd, cwd=repo, stdout=f,
+        done = subprocess.run(cmd, cwd=repo, stdout=f, env=env,
                               stderr=subprocess.STDOUT)
     if done.returncode:
         with open(log) as f:
