@@ -3,8 +3,8 @@ placements scaled to the host, a method off is the upstream backbone, the
 training-free conversions run on the upstream weights through
 ``tools/test.py`` with every host tensor used, an upstream checkpoint
 loaded by the runner is read through our backbones' readers with a full
-report, a distilling conversion trains a step; and the studies measure
-the switch's conversions."""
+report, a distilling conversion trains a step (the dense study's method
+rows are the switch's conversions: tests/test_dense_study.py)."""
 import importlib.util
 import os.path as osp
 from types import SimpleNamespace
@@ -310,38 +310,3 @@ def test_a_distilling_conversion_trains_a_step_and_predicts(
     assert 'loss_tis' in losses and torch.isfinite(losses['loss_tis'])
     assert_updated(updates)
     assert len(preds) == cfg.test_dataloader.batch_size
-
-
-@pytest.mark.parametrize('reference,row,method', [
-    ('swin_cascade.py', 'stvit_r_cascade.py', 'stvit-r'),
-    ('swin_cascade.py', 'dgssa_cascade.py', 'dgssa'),
-    ('swin_upernet.py', 'stvit_r_upernet.py', 'stvit-r'),
-    ('swin_upernet.py', 'dgssa_upernet.py', 'dgssa'),
-    ('video_swin.py', 'stvit_video_swin.py', 'stvit'),
-])
-def test_the_dense_study_measures_the_switch(reference, row, method):
-    """Each method row of the dense evidence (configs/study/dense) is the
-    switch's conversion of its dense reference: the same backbone, tensor
-    for tensor and output for output, so the study measures the model a
-    user gets from tools/accelerate.py."""
-    folder = osp.join(REPO, 'configs', 'study', 'dense')
-    ref_cfg = Config.fromfile(osp.join(folder, reference))
-    converted = accelerate_config(ref_cfg, method)
-    ours = Config.fromfile(osp.join(folder, row))
-    scope = ref_cfg.default_scope
-    init_default_scope(scope)
-    models = []
-    for cfg in (converted, ours):
-        with DefaultScope.overwrite_default_scope(scope):
-            torch.manual_seed(0)
-            models.append(MODELS.build(_without_weights(cfg)))
-        models[-1].eval()
-    a, b = (m.state_dict() for m in models)
-    assert {k: v.shape for k, v in a.items()} == \
-        {k: v.shape for k, v in b.items()}
-    models[1].load_state_dict(a)
-    x = torch.rand(1, 3, 4, 64, 64) if scope == 'mmaction' else \
-        torch.rand(1, 3, 96, 96)
-    with torch.no_grad():
-        for e, g in zip(*(m(x) for m in models)):
-            assert torch.equal(e, g)

@@ -187,11 +187,13 @@ def test_a_checkpoint_of_another_recipe_is_refused(tmp_path):
     (dict(extra=1), 'exactly the fields'),
 ])
 def test_bad_method_entries_are_refused(tmp_path, bad, match):
-    entry = dict(name='X', config='c.py', host='swin', dgssa_init=False,
-                 reference='Swin', training_free=False, paper=None)
+    entry = dict(name='X', config='c.py', method=None, host='swin',
+                 dgssa_init=False, reference='Swin', training_free=False,
+                 paper=None)
     entry.update(bad)
-    rows = [dict(name='Swin', config='c.py', host='swin', dgssa_init=False,
-                 reference=None, training_free=False, paper=None), entry]
+    rows = [dict(name='Swin', config='c.py', method=None, host='swin',
+                 dgssa_init=False, reference=None, training_free=False,
+                 paper=None), entry]
     path = tmp_path / 'methods.py'
     path.write_text(f'TASKS = dict(t=dict(metrics=("mIoU", ), rows={rows!r}))')
     with pytest.raises(ValueError, match=match):
@@ -203,8 +205,9 @@ def test_bad_method_entries_are_refused(tmp_path, bad, match):
     (dict(hosts='swin'), 'unknown fields'),
 ])
 def test_bad_task_fields_are_refused(tmp_path, bad, match):
-    rows = [dict(name='Swin', config='c.py', host='swin', dgssa_init=False,
-                 reference=None, training_free=False, paper=None)]
+    rows = [dict(name='Swin', config='c.py', method=None, host='swin',
+                 dgssa_init=False, reference=None, training_free=False,
+                 paper=None)]
     task = dict(metrics=('mIoU', ), rows=rows, **bad)
     path = tmp_path / 'methods.py'
     path.write_text(f'TASKS = dict(t={task!r})')
@@ -385,3 +388,80 @@ def test_the_detectors_roi_layers_are_mmcvs_bit_for_bit():
                 outs.append((out.detach(), feat.grad.clone()))
             assert torch.equal(outs[0][0], outs[1][0])
             assert torch.equal(outs[0][1], outs[1][1])
+
+
+#: what the method rows ran as hand-written configs before the study took
+#: the switch's conversions (docs/study.md): the switch gives the same
+SETTINGS = {
+    'STViT-R': dict(type='mmvitaccel.STViTRSwinTransformer'),
+    'DGSSA-Swin': dict(type='mmvitaccel.DGSSASwinTransformer',
+                       static_blocks=9, static_start=1, static_init='dg'),
+    'STViT': dict(type='mmvitaccel.STViTSwinTransformer3D', stgm_index=6,
+                  semantic_window=3, key_windows=(10, 14),
+                  key_region='inside', stgm2_keys='semantic_and_image',
+                  pooling='max', pretrained2d=True),
+}
+
+
+def _lists(value):
+    """``value`` with tuples as lists (a config file keeps either)."""
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_lists(v) for v in value]
+    return value
+
+
+def test_the_method_rows_are_the_switchs_conversions(tmp_path):
+    """Every method row of the study is ``accelerate_config`` of its dense
+    reference's config (the file ``tools/accelerate.py`` writes, for the
+    tools, loads to the same config): only the backbone changes (DGSSA also
+    keeps its static logits out of weight decay), the backbone keeps every
+    argument of the reference's, and the methods' settings are the ones the
+    study documents. A row with both or neither of a config and a method,
+    or an unknown method, is refused."""
+    from mmengine.config import Config
+    tasks = dense.load_dense_tasks(osp.join(REPO, dense.DENSE_METHODS_FILE))
+    seen = set()
+    for task, (_, rows) in tasks.items():
+        by_name = {r.name: r for r in rows}
+        for row in rows:
+            if row.method is None:
+                continue
+            seen.add(row.name)
+            ref = by_name[row.reference]
+            assert row.config == ref.config
+            ours = _lists(dense.row_config(REPO, row).to_dict())
+            theirs = _lists(dense.row_config(REPO, ref).to_dict())
+            written = _lists(Config.fromfile(
+                dense.row_config_file(REPO, row, str(tmp_path))).to_dict())
+            assert written == ours, row.name
+            backbone = ours['model'].pop('backbone')
+            ref_backbone = theirs['model'].pop('backbone')
+            assert ours.pop('model') == theirs.pop('model')
+            for key in ('custom_imports', 'optim_wrapper'):
+                ours.pop(key), theirs.pop(key, None)
+            assert ours == theirs, row.name
+            for key, value in SETTINGS[row.name].items():
+                assert backbone[key] == _lists(value), (row.name, key)
+            for key, value in ref_backbone.items():
+                if key not in ('type', ) + tuple(SETTINGS[row.name]):
+                    assert backbone[key] == value, (row.name, key)
+            decay = dense.row_config(REPO, row).optim_wrapper.get(
+                'paramwise_cfg', {}).get('custom_keys', {})
+            assert ('static_logits' in decay) == (row.method == 'dgssa')
+    assert seen == set(SETTINGS)
+    bad = dict(name='X', config='c.py', method='stvit-r', host='swin',
+               dgssa_init=False, reference='Swin', training_free=False,
+               paper=None)
+    swin = dict(bad, name='Swin', method=None, reference=None)
+    for change, match in [({}, 'not both'), (dict(config=None, method=None),
+                                             'not both'),
+                          (dict(config=None, method='tome'),
+                           'method must be one of')]:
+        path = tmp_path / 'methods.py'
+        rows = [swin, dict(bad, **change)]
+        path.write_text(
+            f'TASKS = dict(t=dict(metrics=("mIoU", ), rows={rows!r}))')
+        with pytest.raises(ValueError, match=match):
+            dense.load_dense_tasks(str(path))

@@ -121,10 +121,10 @@ def hosts(args, needed):
     return found, top1
 
 
-def _test_set(config, options):
+def _test_set(row, options):
     """The test split of a row's config, through its own pipeline."""
     from mmengine.registry import DATASETS, DefaultScope
-    cfg = load_config(config, options)
+    cfg = dense.row_config(REPO, row, options)
     with DefaultScope.overwrite_default_scope(cfg.default_scope):
         return DATASETS.build(cfg.test_dataloader.dataset)
 
@@ -198,11 +198,11 @@ def main(argv=None):
             args.work_dir, options, progress=lambda s: print('done:', s),
             workers=args.jobs, keep_every=args.keep_every or None,
             dgssa_images=args.dgssa_images)
-        configs = {e.name: osp.join(REPO, e.config) for e in entries}
+        by_name = {e.name: e for e in entries}
         models = {}
 
         def build(row):
-            cfg = load_config(configs[row['method']], options)
+            cfg = dense.row_config(REPO, by_name[row['method']], options)
             cfg.model.backbone.init_cfg = None
             model = build_model(cfg, first[(row['method'], row['setting'])])
             models[(row['method'], row['setting'])] = model
@@ -214,7 +214,7 @@ def main(argv=None):
         # scenes as the reference's pipeline makes them
         for ref in [r['method'] for r in fine if r['reference'] is None]:
             group = [r for r in fine if ref in (r['method'], r['reference'])]
-            test_sets[ref] = test_set = _test_set(configs[ref], options)
+            test_sets[ref] = test_set = _test_set(by_name[ref], options)
             inputs = dense_report.dense_inputs(build(group[0]), test_set, 8)
             dense_report.measure_dense(group, build, inputs, args.rounds)
         costs = {r['method']: r for r in fine}

@@ -18,7 +18,13 @@
 #                   Swin layout, which upstream Video Swin inflates)
 # A row:
 #   name            the CSV's method column
-#   config          its config (relative to the repository root)
+#   config          its config (relative to the repository root), or None
+#                   for a method of the switch
+#   method          None, or a method of the switch (mmvitaccel.apis.METHODS,
+#                   docs/accelerate.md): the row's config is then its
+#                   reference's converted by accelerate_config, the config
+#                   that `python tools/accelerate.py REFERENCE --method M`
+#                   writes, so that the study measures what a user gets
 #   host            'swin' (configs/study/dense/swin_host.py) or 'deit' (the
 #                   classification study's host, configs/study/
 #                   digits_deit_host.py): the checkpoint its backbone starts
@@ -42,17 +48,18 @@ TASKS = dict(
         metrics=('coco/bbox_mAP', 'coco/segm_mAP'),
         rows=[
             dict(name='Swin', config='configs/study/dense/swin_cascade.py',
+                 method=None,
                  host='swin', dgssa_init=False, reference=None,
                  training_free=False,
                  paper=None),
             dict(name='STViT-R',
-                 config='configs/study/dense/stvit_r_cascade.py',
+                 config=None, method='stvit-r',
                  host='swin', dgssa_init=False, reference='Swin',
                  training_free=True,
                  paper='COCO, Swin-S: 51.8 box / 44.7 mask AP, '
                  'backbone FLOPs −31%'),
             dict(name='DGSSA-Swin',
-                 config='configs/study/dense/dgssa_cascade.py', host='swin',
+                 config=None, method='dgssa', host='swin',
                  dgssa_init=True, reference='Swin', training_free=True,
                  paper=None),
         ]),
@@ -60,24 +67,30 @@ TASKS = dict(
         metrics=('mIoU', ),
         rows=[
             dict(name='Swin', config='configs/study/dense/swin_upernet.py',
+                 method=None,
                  host='swin', dgssa_init=False, reference=None,
                  training_free=False,
                  paper=None),
             dict(name='STViT-R',
-                 config='configs/study/dense/stvit_r_upernet.py',
+                 config=None, method='stvit-r',
                  host='swin', dgssa_init=False, reference='Swin',
                  training_free=True,
                  paper='ADE20K: −1.0 / −0.8 mIoU, FLOPs −31%'),
             dict(name='DGSSA-Swin',
-                 config='configs/study/dense/dgssa_upernet.py', host='swin',
+                 config=None, method='dgssa', host='swin',
                  dgssa_init=True, reference='Swin', training_free=True,
                  paper=None),
             dict(name='DeiT', config='configs/study/dense/deit_upernet.py',
+                 method=None,
                  host='deit', dgssa_init=False, reference=None,
                  training_free=False,
                  paper=None),
+            # not the switch's: it converts mmpretrain's ViT classifiers,
+            # and this segmentor's DeiT is already our pruning ViT (with
+            # nothing pruned) feeding TokenRestoreNeck
             dict(name='Pruned DeiT',
                  config='configs/study/dense/pruned_deit_upernet.py',
+                 method=None,
                  host='deit', dgssa_init=False, reference='DeiT',
                  training_free=True,
                  paper=None),
@@ -90,11 +103,12 @@ TASKS = dict(
         host_layout='official',
         rows=[
             dict(name='Video Swin',
-                 config='configs/study/dense/video_swin.py', host='swin',
+                 config='configs/study/dense/video_swin.py',
+                 method=None, host='swin',
                  dgssa_init=False, reference=None, training_free=False,
                  paper=None),
             dict(name='STViT',
-                 config='configs/study/dense/stvit_video_swin.py',
+                 config=None, method='stvit',
                  host='swin', dgssa_init=False, reference='Video Swin',
                  training_free=False,
                  paper='Kinetics-400, Video Swin-T: −0.3 top-1, FLOPs '

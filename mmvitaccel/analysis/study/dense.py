@@ -5,7 +5,10 @@ fine-tuned from a pretrained classifier (the digits Swin host), as a user
 fine-tunes from an ImageNet checkpoint.
 
 The rows are the entries of :data:`DENSE_METHODS_FILE`, read by
-:func:`load_dense_tasks` into :class:`DenseRow`. :func:`finetuned_checkpoint`
+:func:`load_dense_tasks` into :class:`DenseRow`; a method row's config is
+the switch's conversion of its dense reference's (:func:`row_config`,
+``accelerate_config``), so that the study measures the model a user gets
+from ``tools/accelerate.py``. :func:`finetuned_checkpoint`
 trains one per seed (cached as the classification study's models are,
 :func:`~.training.config_key`), :func:`training_free_checkpoint` puts a dense
 row's fine-tuned weights into a method's model with no training, and
@@ -17,126 +20,28 @@ import json
 import numbers
 import os
 import os.path as osp
-from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
+from .dense_rows import (DENSE_HOSTS, DENSE_METHODS_FILE, HOST_LAYOUTS,
+                         HOST_OPTION, SWIN_HOST_CONFIG, DenseRow,
+                         load_dense_tasks, row_config, row_config_file)
 from .training import (_run_tool_atomic, _slug, _train, config_key,
                        parallel_map)
 
 __all__ = [
-    'DENSE_METHODS_FILE', 'DENSE_HOSTS', 'DGSSA_IMAGES', 'DenseRow', 'HOST_LAYOUTS',
-    'HOST_OPTION', 'official_host_checkpoint',
+    'DENSE_METHODS_FILE', 'DENSE_HOSTS', 'DGSSA_IMAGES', 'DenseRow',
+    'HOST_LAYOUTS', 'HOST_OPTION', 'official_host_checkpoint',
     'SWIN_HOST_CONFIG', 'dgssa_init_checkpoint', 'finetuned_checkpoint',
-    'kept_checkpoints', 'learning_curve', 'load_dense_tasks', 'task_rows',
-    'test_metrics',
+    'kept_checkpoints', 'learning_curve', 'load_dense_tasks', 'row_config',
+    'row_config_file', 'task_rows', 'test_metrics',
     'training_free_checkpoint'
 ]
 
-#: the dense rows, as data (relative to the repository root)
-DENSE_METHODS_FILE = 'configs/study/dense/methods.py'
-
-#: the pretrained Swin classifier every Swin row starts from
-SWIN_HOST_CONFIG = 'configs/study/dense/swin_host.py'
-
-#: the hosts a row may start from: the digits Swin host and the
-#: classification study's DeiT host
-DENSE_HOSTS = ('swin', 'deit')
-
-#: the cfg key that receives the pretrained checkpoint of a row's backbone,
-#: unless its task names another (``host_option``)
-HOST_OPTION = 'model.backbone.init_cfg.checkpoint'
-
-#: how a task's rows read the host: ``'as_trained'`` (the host checkpoint
-#: itself, through the backbone's loader) or ``'official'`` (the Swin host
-#: written in the official Swin layout, :func:`official_host_checkpoint`,
-#: which upstream Video Swin inflates as it inflates an ImageNet Swin)
-HOST_LAYOUTS = ('as_trained', 'official')
-
-_FIELDS = ('name', 'config', 'host', 'dgssa_init', 'reference',
-           'training_free', 'paper')
-
-
-@dataclass
-class DenseRow:
-    """A trained row of the dense evidence: an entry of
-    :data:`DENSE_METHODS_FILE`, which documents the fields.
-
-    Attributes:
-        task (str): ``'detection'`` or ``'segmentation'``.
-        name (str): the CSV's method column.
-        config (str): its config, relative to the repository root.
-        host (str): one of :data:`DENSE_HOSTS`.
-        dgssa_init (bool): the backbone starts from ``tools/dgssa_init.py``
-            run on the host.
-        reference (str | None): the dense row it is compared with.
-        training_free (bool): the reference's fine-tuned weights are also
-            tested in this row's model with no training.
-        paper (str | None): what the method's paper reports for the task.
-        host_option (str): the task's cfg key that receives the backbone's
-            starting checkpoint.
-        host_layout (str): one of :data:`HOST_LAYOUTS`, the task's.
-    """
-    task: str
-    name: str
-    config: str
-    host: str
-    dgssa_init: bool
-    reference: Optional[str]
-    training_free: bool
-    paper: Optional[str]
-    host_option: str = 'model.backbone.init_cfg.checkpoint'
-    host_layout: str = 'as_trained'
-
-
-def load_dense_tasks(path):
-    """The tasks of a methods file (``TASKS``): ``{task: (metrics, rows)}``.
-
-    Raises:
-        ValueError: an entry with a missing or unknown field, an unknown
-            host, or a reference that is not a dense row of its task.
-    """
-    from mmengine.config import Config
-    tasks = Config.fromfile(path).TASKS
-    out = {}
-    for task, spec in tasks.items():
-        unknown = set(spec) - {'metrics', 'rows', 'host_option',
-                               'host_layout'}
-        if unknown:
-            raise ValueError(f'{path}: task {task} has unknown fields '
-                             f'{sorted(unknown)}')
-        layout = spec.get('host_layout', 'as_trained')
-        if layout not in HOST_LAYOUTS:
-            raise ValueError(f'{path}: task {task}: host_layout must be one '
-                             f'of {HOST_LAYOUTS}, got {layout!r}')
-        shared = dict(host_option=spec.get('host_option', HOST_OPTION),
-                      host_layout=layout)
-        rows = []
-        for entry in spec['rows']:
-            if set(entry) != set(_FIELDS):
-                raise ValueError(f'{path}: {task} entry {entry.get("name")} '
-                                 f'must have exactly the fields {_FIELDS}, '
-                                 f'got {sorted(entry)}')
-            if entry['host'] not in DENSE_HOSTS:
-                raise ValueError(f'{path}: host must be one of '
-                                 f'{DENSE_HOSTS}, got {entry["host"]!r}')
-            rows.append(DenseRow(task=task, **entry, **shared))
-        dense = {r.name for r in rows if r.reference is None}
-        for row in rows:
-            if row.reference is not None and row.reference not in dense:
-                raise ValueError(f'{path}: {task} row {row.name!r} refers to '
-                                 f'{row.reference!r}, which is not a dense '
-                                 f'row of the task ({sorted(dense)})')
-        out[task] = (tuple(spec['metrics']), rows)
-    return out
-
 
 def _row_config(repo, row, backbone_checkpoint, options=None):
-    from ...apis.harness import load_config
-    return load_config(
-        osp.join(repo, row.config),
-        {row.host_option: backbone_checkpoint, **(options or {})})
+    return row_config(repo, row, {row.host_option: backbone_checkpoint,
+                                  **(options or {})})
 
 
 def official_host_checkpoint(checkpoint, out):
@@ -238,7 +143,8 @@ def training_free_checkpoint(repo, row, finetuned, out, backbone=None,
     own = {k for k in model.state_dict() if not k.startswith('backbone.')}
     if set(rest) != own:
         raise ValueError(
-            f'{finetuned} does not fit {row.config} outside the backbone: '
+            f'{finetuned} does not fit {row.name}\'s model outside the '
+            f'backbone ({row.config}, method {row.method}): '
             f'missing {sorted(own - set(rest))[:5]}, unexpected '
             f'{sorted(set(rest) - own)[:5]}')
     model.load_state_dict(rest, strict=False)
@@ -255,8 +161,7 @@ def training_free_checkpoint(repo, row, finetuned, out, backbone=None,
 def _test_cache(repo, row, checkpoint, options=None):
     """The row's test config and the JSON that caches ``checkpoint``'s
     metrics under it."""
-    from ...apis.harness import load_config
-    cfg = load_config(osp.join(repo, row.config), options)
+    cfg = row_config(repo, row, options)
     return cfg, osp.splitext(checkpoint)[0] + \
         f'_test_{config_key(cfg, 0)}.json'
 
@@ -370,6 +275,8 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
     """
     out, first, finetuned = [], {}, {}
     calls = []
+    # the switch's configs of the method rows, for tools/dgssa_init.py
+    configs = osp.join(cache_dir, 'configs')
     # the configs name the default's file; other counts get their own
     dgssa = '_dgssa' + ('' if dgssa_images == DGSSA_IMAGES else
                         str(dgssa_images)) + '.pth'
@@ -383,7 +290,7 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
             # one file per host: both tasks draw the same training scenes;
             # for the Swin host it is the path the DGSSA configs name
             start = dgssa_init_checkpoint(
-                repo, osp.join(repo, row.config), start,
+                repo, row_config_file(repo, row, configs), start,
                 osp.join(cache_dir, f'digits_{row.host}_host{dgssa}'),
                 dgssa_images)
         calls += [(repo, row, start, s, cache_dir, options) for s in seeds]
@@ -405,8 +312,8 @@ def task_rows(repo, task, metrics, rows, hosts, seeds, cache_dir,
             backbone = None
             if row.dgssa_init:
                 backbone = stem + dgssa
-                inits.append((repo, osp.join(repo, row.config), source,
-                              backbone, dgssa_images))
+                inits.append((repo, row_config_file(repo, row, configs),
+                              source, backbone, dgssa_images))
             converted.setdefault(row.name, []).append(
                 (source, stem + '.pth', backbone))
     parallel_map(dgssa_init_checkpoint,
