@@ -310,3 +310,76 @@ def test_a_distilling_conversion_trains_a_step_and_predicts(
     assert 'loss_tis' in losses and torch.isfinite(losses['loss_tis'])
     assert_updated(updates)
     assert len(preds) == cfg.test_dataloader.batch_size
+
+
+#: the classification study's trained rows (configs/study) and how they may
+#: differ from the switch's conversion of the study's fine-tuning config:
+#: AS-ViT's thresholds and tau were rounded to one digit (0.003 for
+#: 0.0030625 = 0.001 * 196 / 64); HViT's config names its training form
+#: (``deploy=False``) and AS-ViT its policy gradient, which the switch
+#: leaves to the defaults; a teacher named by its config file is the model
+#: that file builds (the study names the host's, the switch the config it
+#: converted: the host with the study's schedule)
+STUDY_ROWS = [('sait', 'sait_digits.py', (), {}),
+              ('asvit', 'asvit_digits.py', ('thresholds', 'tau'),
+               dict(policy_grad='secant')),
+              ('hvit', 'hvit_digits.py', (), dict(deploy=False)),
+              ('integrated', 'integrated_deit_digits.py', (), {})]
+
+
+def _weights_named_later(value):
+    """``value`` without ``init_cfg`` and with every checkpoint None: the
+    study names its host's weights at run time, the switch at conversion
+    (``load_from``)."""
+    if isinstance(value, dict):
+        return {k: None if 'checkpoint' in k else _weights_named_later(v)
+                for k, v in value.items() if k != 'init_cfg'}
+    if isinstance(value, (list, tuple)):
+        return [_weights_named_later(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize('method,config,rounded,defaults', STUDY_ROWS)
+def test_the_classification_studys_rows_are_the_switchs(
+        method, config, rounded, defaults):
+    """The trained rows of the classification study that the switch can
+    make are its conversion of the study's fine-tuning config (the host
+    with the study's schedule): the same model, teacher, optimizer,
+    schedule and hooks, but for the rounding named in STUDY_ROWS (within
+    2.5%)."""
+    import inspect
+
+    from mmvitaccel.registry import MODELS as OURS
+    folder = osp.join(REPO, 'configs', 'study')
+    switch = accelerate_config(
+        osp.join(folder, '_base_', 'host_finetune.py'), method,
+        checkpoint='host.pth')
+    study = Config.fromfile(osp.join(folder, config))
+    ours, theirs = (_weights_named_later(c.model.to_dict())
+                    for c in (study, switch))
+    for model in (ours, theirs):
+        if isinstance(model.get('teacher', {}).get('config'), str):
+            model['teacher']['config'] = _weights_named_later(
+                Config.fromfile(model['teacher']['config']).model.to_dict())
+    if 'teacher' in ours and 'type' in ours['teacher']:
+        # a teacher backbone is frozen in eval mode (drop path off), and
+        # mmpretrain's ViT reads its class token by default
+        teacher = theirs['teacher']
+        assert teacher.pop('out_type', 'cls_token') == 'cls_token'
+        teacher.pop('drop_path_rate', None)
+    for key in rounded:
+        a, b = (torch.tensor(c['backbone'].pop(key), dtype=torch.float64)
+                for c in (ours, theirs))
+        assert torch.allclose(a, b, rtol=0.025, atol=0), (key, a, b)
+    backbone = OURS.get(ours['backbone']['type'].split('.')[-1])
+    signature = inspect.signature(backbone.__init__).parameters
+    for key, value in defaults.items():
+        assert ours['backbone'].pop(key) == value == signature[key].default
+        assert key not in theirs['backbone']
+    assert ours == theirs
+    for key in ('optim_wrapper', 'param_scheduler', 'train_cfg'):
+        assert study[key] == switch[key], key
+    hooks = [{h['type'] for h in c.get('custom_hooks', [])
+              if h['type'] != 'mmvitaccel.StepSeedHook'}
+             for c in (study, switch)]
+    assert hooks[0] == hooks[1]

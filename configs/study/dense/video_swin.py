@@ -21,7 +21,7 @@
 #   - the backbone at 0.3 of the lr (the recipe: 0.1, with which neither
 #     model passed 23% in two epochs of the pilots; at 1.0 STViT did not
 #     learn at all);
-#   - schedule: 4 epochs of 540 new clips at batch 8 (6 gave 4-5 points
+#   - schedule: 4 epochs of 540 new clips at batch 8 (6 gave 5.8 points
 #     more top-1, but took the dense evidence over its 2 hours), a
 #     one-epoch linear warm-up (the recipe: 2.5 of 30 epochs), then cosine
 #     to zero.
