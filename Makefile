@@ -1,6 +1,13 @@
 # mmvitaccel quick start:  make demo  |  make test
+# STACK=oldest (or `make test-oldest`): the oldest supported stack, in
+# .venv-oldest (tools/setup_env.sh)
+STACK ?= pinned
+ifeq ($(STACK),oldest)
+VENV ?= .venv-oldest
+else
 VENV ?= .venv
-export VENV
+endif
+export VENV STACK
 PY := $(VENV)/bin/python
 # The config `make demo` trains on generated COCO data.
 DEMO_CONFIG ?= configs/stvit_r_swin_s_coco.py
@@ -14,7 +21,7 @@ PYTEST_ARGS ?=
 # worker (--dist loadfile), so module fixtures are made once
 TEST_WORKERS ?= $(shell nproc)
 
-.PHONY: setup demo test test-fast
+.PHONY: setup demo test test-fast test-oldest
 
 setup:
 	tools/setup_env.sh
@@ -37,3 +44,7 @@ test-fast: setup
 	$(PY) -m pytest tests -m "not slow" $(PYTEST_ARGS); rc=$$?; \
 		if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; rc=0; fi; \
 		exit $$rc
+
+# the suite on the oldest supported stack (Python 3.10, torch 2.1.2, numpy < 2)
+test-oldest:
+	$(MAKE) test STACK=oldest VENV=.venv-oldest

@@ -33,6 +33,22 @@ def parse_requirements(fname):
     return reqs
 
 
+def toolbox_requirement(name):
+    """The tested pin of one OpenMMLab toolbox, from ``runtime.txt``.
+
+    Args:
+        name (str): its distribution name, e.g. ``'mmdet'``.
+
+    Returns:
+        list[str]: ``['mmdet==3.3.0']``.
+    """
+    found = [r for r in parse_requirements('runtime.txt')
+             if r.split('==')[0] == name]
+    if len(found) != 1:
+        raise ValueError(f'{name} is not pinned in requirements/runtime.txt')
+    return found
+
+
 def add_mim_files():
     """Put the files `mim` reads into ``mmvitaccel/.mim`` before building.
 
@@ -84,10 +100,16 @@ setup(
     include_package_data=True,
     python_requires='>=3.8',
     # The OpenMMLab stack (mmcv with ops in particular) is expected to be
-    # installed already; tools/setup_env.sh builds the pinned one.
+    # installed already; tools/setup_env.sh builds the tested ones. Each
+    # toolbox is an extra: the components on its blocks register only where
+    # it imports (mmvitaccel/toolboxes.py).
     install_requires=[],
     extras_require=dict(
+        mmdet=toolbox_requirement('mmdet'),
+        mmseg=toolbox_requirement('mmsegmentation'),
+        mmaction=toolbox_requirement('mmaction2'),
         stack=parse_requirements('runtime.txt'),
+        study=parse_requirements('study.txt'),
         tests=parse_requirements('tests.txt'),
     ),
     license='Apache License 2.0',

@@ -2,14 +2,16 @@
 transformers, as an OpenMMLab 2.x plugin.
 
 ``custom_imports=dict(imports=['mmvitaccel'], allow_failed_imports=False)``
-in a config registers every component under the ``mmvitaccel`` scope and
-applies the stack fixes of :mod:`mmvitaccel.compat`.
+in a config registers the models, losses and hooks under the ``mmvitaccel``
+scope. The import changes no upstream object: the environment fixes of
+:mod:`mmvitaccel.compat` are applied by our tools, or by an explicit
+``mmvitaccel.compat.apply()``. Components that need mmdet, mmseg or
+mmaction2 register where that toolbox imports (:mod:`mmvitaccel.toolboxes`).
+The research harness (:mod:`mmvitaccel.datasets`, :mod:`mmvitaccel.tiny`)
+is imported on demand: by the registry when a config names one of its
+types, or by our tools.
 """
-from . import compat
-
-compat.apply()
-
-from . import datasets, engine, models, tiny  # noqa: E402,F401  (registers)
-from .version import __version__  # noqa: E402
+from . import compat, engine, models, toolboxes  # noqa: F401  (registers)
+from .version import __version__
 
 __all__ = ['__version__']

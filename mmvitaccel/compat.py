@@ -1,5 +1,17 @@
-"""Fixes for known breakages of the pinned OpenMMLab stack, applied inside
-this package (never in site-packages) when ``mmvitaccel`` is imported.
+"""Fixes for known breakages of the OpenMMLab stack, for our tools and for
+whoever calls them explicitly.
+
+``import mmvitaccel`` applies none of them: a user who adds one of our
+components to an upstream model gets upstream's behaviour everywhere else.
+Our tools (``tools/*.py``) and the test harness call :func:`apply` first;
+a user's own script can do the same::
+
+    from mmvitaccel import compat
+    compat.apply()          # before the first mmaction import, see item 1
+
+or pick single fixes (each function below is idempotent). Which fix does
+what, and what each costs a user who does not apply it, is in
+``docs/get_started.md``.
 
 1. **mmaction2 1.2.0 wheel lacks ``mmaction/models/localizers/drn``.**
    ``mmaction/models/localizers/__init__.py`` does ``from .drn.drn import DRN``,
@@ -22,7 +34,13 @@ this package (never in site-packages) when ``mmvitaccel`` is imported.
    :func:`_history_buffer_getattr`, which only returns HistoryBuffer's own
    methods. Safety stays on: any other global in a pickle is still refused. A user who trusts a
    checkpoint that needs more can opt in with torch's own switch,
-   ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``.
+   ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``. Entries under another name
+   (``(function, 'builtins.getattr')``) are accepted by torch 2.6 and
+   later only: torch 2.4 and 2.5 take them but then fail every load with
+   ``'tuple' object has no attribute '__module__'``, so there they are
+   left out (those versions load with ``weights_only=False`` by default;
+   only an explicit ``weights_only=True`` load of a message hub fails).
+   torch < 2.4 has no allow-list, and nothing is added.
 
 3. **mmcv without its compiled ops** (``mmcv-lite``, or an sdist built
    without ``MMCV_WITH_OPS=1``) makes mmdet fail deep inside its import with
@@ -40,7 +58,9 @@ this package (never in site-packages) when ``mmvitaccel`` is imported.
    needs a GPU) becomes ``gloo`` with a warning, and makes DDP drop
    ``device_ids`` for a module whose parameters are on the CPU, where it
    also turns SyncBatchNorm (which torch runs on GPUs only; mmdet's Cascade
-   heads use it) into BatchNorm with a warning. With a GPU nothing changes.
+   heads use it) into BatchNorm with a warning. Only a module whose
+   parameters are all on the CPU is changed: on CUDA, NPU, MLU or MUSA
+   devices DDP gets its ``device_ids`` and SyncBatchNorm stays.
 
 5. **The upstream Swin blocks call ``torch.utils.checkpoint.checkpoint``
    without ``use_reentrant``** (mmpretrain's, mmdet's and mmseg's Swin,
@@ -185,11 +205,23 @@ def allow_mmengine_checkpoints():
     """
     import torch
     add = getattr(torch.serialization, 'add_safe_globals', None)
-    if add is None:
+    if add is None:  # torch < 2.4
         return []
     allowed = _mmengine_checkpoint_globals()
+    if not renamed_safe_globals_supported():
+        allowed = [g for g in allowed if not isinstance(g, tuple)]
     add(allowed)
     return allowed
+
+
+def renamed_safe_globals_supported():
+    """Whether torch's allow-list takes ``(object, 'module.name')`` entries.
+
+    Returns:
+        bool: True from torch 2.6 on (see the module docstring, item 2).
+    """
+    import torch
+    return tuple(int(p) for p in torch.__version__.split('+')[0].split('.')[:2]) >= (2, 6)
 
 
 MMCV_OPS_FIX = (
@@ -261,7 +293,7 @@ def allow_cpu_distributed():
 
     @functools.wraps(ddp_init)
     def __init__(self, module, *args, **kwargs):
-        if not any(p.is_cuda for p in module.parameters()):
+        if all(p.device.type == 'cpu' for p in module.parameters()):
             kwargs['device_ids'] = None  # torch refuses device ids for CPU modules
             if any(isinstance(m, torch.nn.SyncBatchNorm) for m in module.modules()):
                 warnings.warn('SyncBatchNorm needs CUDA: on the CPU its layers '
@@ -326,15 +358,20 @@ def explicit_checkpoint_reentrancy():
 
 
 def apply():
-    """Apply every fix; called once on ``import mmvitaccel``.
+    """Apply every fix of this module; our tools call it first.
 
-    Set ``MMVITACCEL_NO_COMPAT=1`` to skip them (e.g. to reproduce an
-    upstream bug).
+    ``import mmvitaccel`` never calls it. Set ``MMVITACCEL_NO_COMPAT=1`` to
+    skip the fixes in our tools too (e.g. to reproduce an upstream bug).
+
+    Returns:
+        bool: True if the fixes were applied.
     """
-    check_mmcv_ops()
     if os.environ.get('MMVITACCEL_NO_COMPAT') == '1':
-        return
+        return False
     patch_mmaction_drn()
     allow_mmengine_checkpoints()
     allow_cpu_distributed()
     explicit_checkpoint_reentrancy()
+    from .toolboxes import retry_missing
+    retry_missing()  # components skipped before the mmaction fix
+    return True

@@ -77,3 +77,15 @@ def _threads_per_worker():
 
 
 _threads_per_worker()
+
+
+def _environment_fixes():
+    """The suite runs as our tools do: with :mod:`mmvitaccel.compat`'s
+    environment fixes applied first (``import mmvitaccel`` alone applies
+    none; ``tests/test_plugin_citizenship.py`` checks that in a fresh
+    interpreter)."""
+    import mmvitaccel
+    mmvitaccel.compat.apply()
+
+
+_environment_fixes()

@@ -17,29 +17,29 @@ import textwrap
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 PACKAGE = 'mmvitaccel'
 
-#: ``import mmvitaccel`` itself, which imports compat, datasets, engine,
-#: models and tiny so that everything a config can name is registered.
+#: ``import mmvitaccel`` itself, which imports compat, engine, models and
+#: toolboxes so that every component a config can name is registered; the
+#: harness (datasets, tiny) is imported on demand by the registry.
 ROOT = '<root>'
 
 #: Packages ``ops`` may not import (it is plain torch).
 OPENMMLAB = ('mmengine', 'mmcv', 'mmpretrain', 'mmdet', 'mmseg', 'mmaction')
 
 #: Layer -> the other layers of the package it may import. ``registry.py``,
-#: ``compat.py`` and ``version.py`` are one row of the document's table.
+#: ``compat.py``, ``toolboxes.py`` and ``version.py`` are one row of the
+#: document's table.
+_BASE = {'registry', 'compat', 'toolboxes', 'version'}
 MAY_IMPORT = {
     'ops': set(),
-    'registry': {'compat', 'version'},
-    'compat': {'registry', 'version'},
-    'version': {'registry', 'compat'},
-    'models': {'ops', 'registry', 'compat', 'version'},
+    **{name: _BASE - {name} for name in _BASE},
+    'models': {'ops'} | _BASE,
     'engine': {'models', 'ops', 'registry'},
     'tiny': {'registry'},
     'datasets': {'registry'},
-    'apis': {'datasets', 'tiny', 'engine', 'models', 'ops', 'registry',
-             'compat', 'version', ROOT},
+    'apis': {'datasets', 'tiny', 'engine', 'models', 'ops', ROOT} | _BASE,
     'analysis': {'apis', 'datasets', 'tiny', 'engine', 'models', 'ops',
-                 'registry', 'compat', 'version', ROOT},
-    ROOT: {'compat', 'datasets', 'engine', 'models', 'tiny', 'version'},
+                 ROOT} | _BASE,
+    ROOT: {'compat', 'engine', 'models', 'toolboxes', 'version'},
 }
 
 #: Layers above ``models``, which ``import mmvitaccel.models`` must not load.
@@ -180,7 +180,7 @@ def test_the_check_finds_every_kind_of_violation(tmp_path):
     """The checker itself: relative and function-level imports resolved,
     each rule of the table applied, file and line reported."""
     files = {
-        '__init__.py': 'from . import models, tiny\n',
+        '__init__.py': 'from . import models, engine\n',
         'registry.py': 'from mmengine.registry import MODELS\n',
         'ops/__init__.py': 'import torch\nfrom mmengine import Config\n',
         'ops/windows.py': 'from ..registry import MODELS\n',
@@ -253,9 +253,9 @@ def test_models_load_nothing_above_them():
     analysis.
 
     ``import mmvitaccel.models`` would first run ``mmvitaccel/__init__.py``,
-    which imports engine and tiny on purpose (to register them), so the
-    package's namespace is set up without running it; only the stack fixes
-    of :mod:`mmvitaccel.compat` are applied, as the package does first.
+    which imports engine on purpose (to register it), so the package's
+    namespace is set up without running it; the environment fixes of
+    :mod:`mmvitaccel.compat` are applied, as our tools do first.
     """
     package_dir = osp.join(REPO, PACKAGE)
     statements = textwrap.dedent(f"""\
@@ -273,10 +273,17 @@ def test_models_load_nothing_above_them():
     assert loaded == [], loaded
 
 
-def test_import_mmvitaccel_loads_no_apis_or_analysis():
-    """``import mmvitaccel`` registers models, engine and tiny, and loads
-    nothing of apis or analysis."""
+def test_import_mmvitaccel_loads_no_harness():
+    """``import mmvitaccel`` registers models and engine, and loads nothing
+    of apis, analysis or the research harness (datasets, tiny); a config
+    that names a dataset of ours gets it from the registry."""
     loaded = _loaded_layers('import mmvitaccel\n')
-    assert [m for m in loaded if m.split('.')[1] in ('apis', 'analysis')
-            ] == [], loaded
-    assert 'mmvitaccel.tiny' in loaded and 'mmvitaccel.engine' in loaded
+    assert [m for m in loaded if m.split('.')[1] in
+            ('apis', 'analysis', 'datasets', 'tiny')] == [], loaded
+    assert 'mmvitaccel.engine' in loaded
+    on_demand = _loaded_layers(textwrap.dedent('''\
+        import mmvitaccel
+        from mmengine.registry import DATASETS
+        assert DATASETS.get('mmvitaccel.DigitsCanvas') is not None
+        '''))
+    assert 'mmvitaccel.datasets' in on_demand

@@ -255,7 +255,11 @@ def test_capture_takes_the_general_branch(monkeypatch):
     valid = torch.ones(3, 4, dtype=torch.bool)
     assert not is_capturing()
     assert mask_or_none(valid) is None
-    monkeypatch.setattr(torch.compiler, 'is_compiling', lambda: True)
+    if hasattr(torch.compiler, 'is_compiling'):
+        monkeypatch.setattr(torch.compiler, 'is_compiling', lambda: True)
+    else:  # torch < 2.3
+        import torch._dynamo
+        monkeypatch.setattr(torch._dynamo, 'is_compiling', lambda: True)
     assert is_capturing()
     assert mask_or_none(valid) is valid
     x, valid = pad_to_multiple(torch.randn(1, 5, 3, 2), 4)

@@ -9,6 +9,12 @@ value reads allowed go through :func:`mmvitaccel.ops.host_read`, under the
 reasons of :data:`mmvitaccel.ops.HOST_READS`, which ``docs/guarantees.md``
 lists.
 
+The other direction, a host-to-device copy (a tensor made from Python data
+on the device, a CPU tensor moved there), works on ``meta`` and is recorded
+instead (:func:`~mmvitaccel.ops.host_sync.recorded_host_copies`, with
+``meta`` as the device): a forward makes none but the first build of a
+kept constant (:func:`~mmvitaccel.ops.host_sync.device_constant`).
+
 Each config is built with its tiny overrides (``tests/utils.py``); a
 backbone that several configs share is built and run once. Windowed
 backbones run once on an input that needs no padding, in eval mode
@@ -26,6 +32,7 @@ import itertools
 import json
 import os.path as osp
 import sys
+from collections import OrderedDict
 
 import pytest
 import torch
@@ -35,7 +42,8 @@ from mmengine.config import utils as mm_config_utils
 from mmengine.registry import DefaultScope, init_default_scope
 
 from mmvitaccel import ops
-from mmvitaccel.ops import HOST_READS, recorded_host_reads, windows
+from mmvitaccel.ops import HOST_READS, host_sync, recorded_host_reads, windows
+from mmvitaccel.ops.host_sync import device_constant, recorded_host_copies
 from mmvitaccel.registry import MODELS
 
 from .utils import REPO, TINY_MODELS
@@ -97,13 +105,16 @@ def _build(scope, backbone):
 
 #: what has run: backbone key -> the host-read reasons recorded
 _RAN = {}
+#: backbone key -> the host-to-device copies recorded, in words
+_COPIES = {}
 #: the configs whose backbones have run
 _DONE = set()
 
 
 def _run_on_meta(key, scope, backbone):
     """Build once (on the CPU: some upstream constructors read values),
-    move to ``meta``, run every input; returns the reasons recorded."""
+    move to ``meta``, run every input; returns the reasons recorded (and
+    keeps the host-to-device copies recorded in ``_COPIES``)."""
     if key in _RAN:
         return _RAN[key]
     model = _build(scope, backbone)
@@ -111,7 +122,7 @@ def _run_on_meta(key, scope, backbone):
     name = type(model).__name__
     inputs = VIDEO_INPUTS if name.endswith('3D') else \
         IMAGE_INPUTS[:1] * 2 if name.endswith(FIXED_GRID) else IMAGE_INPUTS
-    with recorded_host_reads() as seen:
+    with recorded_host_reads() as seen, recorded_host_copies() as copies:
         for shape, train in zip(inputs, (False, True)):
             model.train(train)
             with torch.set_grad_enabled(train):
@@ -121,6 +132,7 @@ def _run_on_meta(key, scope, backbone):
                 o.device.type == 'meta'
                 for o in outs if isinstance(o, torch.Tensor))
     _RAN[key] = dict(seen)
+    _COPIES[key] = sorted(set(copies))
     return _RAN[key]
 
 
@@ -136,7 +148,61 @@ def test_backbone_runs_on_meta(config):
         seen = _run_on_meta(key, scope, cfg)
         assert set(seen) <= set(HOST_READS), (
             f'{config}: host reads for unlisted reasons {set(seen)}')
+        assert not _COPIES[key], (
+            f'{config}: host-to-device copies in the forward {_COPIES[key]}')
     _DONE.add(config)
+
+
+def test_host_copies_are_recorded(monkeypatch):
+    """The recorder of the meta runs sees each way of making a tensor from
+    host data on a device, and nothing else: not device-side factories,
+    not CPU work, not a moved device tensor, not the first build of a
+    :func:`~mmvitaccel.ops.host_sync.device_constant` (whose later calls
+    copy nothing and return the kept tensors)."""
+    monkeypatch.setattr(host_sync, '_constants', OrderedDict())
+    on = torch.zeros(4, 2, device='meta')
+    host = torch.zeros(4, 2)
+    copies = [
+        lambda: torch.tensor([1, 2], device='meta'),
+        lambda: torch.as_tensor([1., 2.], device='meta'),
+        lambda: torch.as_tensor(host, device='meta'),
+        lambda: torch.asarray([[1]], device='meta'),
+        lambda: host.to('meta'),
+        lambda: host.to(device='meta', dtype=torch.float16),
+        lambda: host.to(on),
+        lambda: on.new_tensor([1, 2]),
+        lambda: on.clone().copy_(host),
+        lambda: on[[0, 2]],
+        lambda: on[torch.tensor([0, 2])],
+        lambda: on.clone().__setitem__(0, host[0]),
+    ]
+    for make in copies:
+        with recorded_host_copies() as seen:
+            make()
+        assert len(seen) == 1, (make.__code__.co_firstlineno, seen)
+    none = [
+        lambda: torch.tensor([1, 2]),
+        lambda: torch.as_tensor(on),
+        lambda: torch.zeros(3, device='meta'),
+        lambda: torch.arange(3, device='meta'),
+        lambda: on.to('meta'),
+        lambda: on.new_zeros(3),
+        lambda: host.to(torch.float16),
+        lambda: host[[0, 2]],
+        lambda: on[0, 1:],
+        lambda: on[torch.arange(2, device='meta')],
+        lambda: on.clone().copy_(on),
+    ]
+    with recorded_host_copies() as seen:
+        for make in none:
+            make()
+        first = device_constant(('test', 3), lambda device: (
+            torch.tensor([1, 2, 3], device=device), ), 'meta')
+    assert not seen, seen
+    with recorded_host_copies() as seen:
+        again = device_constant(('test', 3), lambda device: (
+            torch.tensor([1, 2, 3], device=device), ), 'meta')
+    assert again[0] is first[0] and not seen
 
 
 def test_host_reads_are_documented_and_taken():

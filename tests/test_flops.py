@@ -140,7 +140,8 @@ def test_multihead_attention_fast_path_is_counted():
     pad[:, -2:] = True
     res = count_flops(Wrap(), (x, pad))
     assert res.total == expected
-    assert torch.backends.mha.get_fastpath_enabled()
+    if hasattr(torch.backends, 'mha'):  # torch >= 2.2: the switch restored
+        assert torch.backends.mha.get_fastpath_enabled()
 
 
 def test_einsum_exact():

@@ -1,10 +1,15 @@
 """STViT initial cluster centres (mmvitaccel.ops.stvit)."""
+from collections import OrderedDict
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from mmvitaccel.ops import (IntraInterPooling, adaptive_bins, bin_indices,
-                            pad_to_multiple, pool_centres, window_partition)
+                            pad_to_multiple, pool_centres, stvit,
+                            window_partition)
+from mmvitaccel.ops import host_sync
+from mmvitaccel.ops.host_sync import recorded_host_copies
 
 from .tolerance import assert_equal, assert_rounding_close
 
@@ -147,3 +152,115 @@ def test_uneven_bins():
 def test_unknown_mode_refused():
     with pytest.raises(ValueError, match='unknown pooling mode'):
         pool_centres(torch.zeros(1, 49, 2), (7, 7), (3, 3), 'median')
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """An empty store of kept constants for the test, and the list of the
+    bin tables built (window, out, device)."""
+    monkeypatch.setattr(host_sync, '_constants', OrderedDict())
+    built, build = [], stvit._build_bin_indices
+
+    def counted(window, out, device):
+        built.append((window, out, device.type))
+        return build(window, out, device)
+
+    counted.__wrapped__ = lambda window, out: build(window, out, 'cpu')
+    monkeypatch.setattr(stvit, '_build_bin_indices', counted)
+    return built
+
+
+def test_bin_tables_are_built_once_per_shape_and_device(builds):
+    """Pooling on a device (``meta`` here) copies the bin tables from the
+    host once per window, bins and device: later forwards copy nothing.
+    (Before they were kept, every call made them with ``torch.tensor``.)"""
+    x = torch.randn(4, 49, 8, device='meta')
+    pool = IntraInterPooling(8, (7, 7), (3, 3)).to('meta')
+    with recorded_host_copies() as copies:
+        for _ in range(3):
+            pool_centres(x, (7, 7), (3, 3))
+            pool(x)
+    assert not copies, copies
+    assert builds == [((7, 7), (3, 3), 'cpu'), ((7, 7), (3, 3), 'meta')]
+    kept = stvit._bin_tables((7, 7), (3, 3), 'meta')
+    assert stvit._bin_tables([7, 7], [3, 3], torch.device('meta'))[0] is \
+        kept[0]
+    assert stvit._bin_tables((7, 7), (3, 3))[0].device.type == 'cpu'
+    pool_centres(x, (7, 7), (2, 2))  # another grid: its own tables
+    assert builds[-1] == ((7, 7), (2, 2), 'meta') and len(builds) == 3
+    # bounded: the least recently used tables go first
+    for n in range(1, host_sync.MAX_DEVICE_CONSTANTS + 1):
+        stvit._bin_tables((n, 1), (1, 1))
+    assert len(host_sync._constants) == host_sync.MAX_DEVICE_CONSTANTS
+    assert stvit._bin_tables((7, 7), (3, 3), 'meta')[0] is not kept[0]
+
+
+def test_kept_bin_tables_are_never_modified(builds):
+    """``bin_indices`` hands out copies; the forwards only read the kept
+    tables (their version counters do not move through a training step,
+    one window without a mask: the tables' own views reach the pooling);
+    a kept table modified anyway is built afresh on the next call."""
+    fresh = bin_indices((7, 7), (3, 3))
+    kept = stvit._bin_tables((7, 7), (3, 3))
+    assert fresh[0] is not kept[0] and torch.equal(fresh[0], kept[0])
+    fresh[0].zero_()
+    fresh[1].zero_()
+    versions = [t._version for t in kept]
+    pool = IntraInterPooling(4, (7, 7), (3, 3))
+    for p in pool.parameters():
+        torch.nn.init.normal_(p)
+    x = torch.randn(1, 49, 4, requires_grad=True)
+    (pool(x)[0].sum() + pool_centres(x, (7, 7), (3, 3))[0].sum()).backward()
+    assert [t._version for t in kept] == versions
+    assert stvit._bin_tables((7, 7), (3, 3))[0] is kept[0]
+    assert torch.equal(bin_indices((7, 7), (3, 3))[1], kept[1])
+    fresh_tables = stvit._build_bin_indices.__wrapped__
+    kept[0].zero_()  # a caller breaking the rule
+    again = stvit._bin_tables((7, 7), (3, 3))
+    assert again[0] is not kept[0] and torch.equal(
+        again[0], fresh_tables((7, 7), (3, 3))[0])
+
+
+def test_bin_tables_kept_under_inference_mode_serve_training(builds):
+    """Built first under ``torch.inference_mode`` (an evaluation before
+    training), the kept tables are ordinary tensors: autograd, which saves
+    the index for the backward pass, accepts them later."""
+    pool = IntraInterPooling(4, (7, 7), (3, 3))
+    x = torch.randn(2, 49, 4)
+    with torch.inference_mode():
+        ref = pool(x)[0]
+    assert builds and not any(t.is_inference()
+                              for t in stvit._bin_tables((7, 7), (3, 3)))
+    x.requires_grad_(True)
+    out = pool(x)[0]
+    out.sum().backward()
+    assert x.grad is not None and torch.equal(out.detach(), ref)
+
+
+def test_bin_tables_under_graph_capture(builds):
+    """``torch.compile`` and ``torch.export`` (strict: Dynamo; non-strict:
+    fake tensors) record the tables as constants of the graph, whether or
+    not eager mode kept them before, and keep nothing of their own (no
+    fake tensor is left for eager mode); the same kernels: equal."""
+    x = torch.randn(4, 49, 8)
+
+    def centres(windows):
+        return pool_centres(windows, (7, 7), (3, 3))[0]
+
+    out = torch.compile(centres, backend='eager', fullgraph=True)(x)
+    assert not host_sync._constants
+    assert torch.equal(out, centres(x))  # eager: kept now
+    host_sync._constants.clear()
+    pool = IntraInterPooling(8, (7, 7), (3, 3)).eval()
+    host_sync._constants.clear()  # (the constructor sizes from the tables)
+    ep = torch.export.export(pool, (x, ), strict=False)
+    assert not host_sync._constants
+    ref = pool(x)[0]  # eager: kept now
+    assert torch.equal(ep.module()(x)[0], ref)
+    kept = stvit._bin_tables((7, 7), (3, 3))
+    ep = torch.export.export(pool, (x, ), strict=True)
+    assert torch.equal(ep.module()(x)[0], ref)
+    assert list(host_sync._constants) == [(('stvit.bin_indices', (7, 7),
+                                            (3, 3)), torch.device('cpu'))]
+    assert all(type(t) is torch.Tensor for t in kept)
+    assert stvit._bin_tables((7, 7), (3, 3))[0] is kept[0]

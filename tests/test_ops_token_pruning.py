@@ -1,9 +1,15 @@
 """Token pruning operators (SaiT, AS-ViT): scorers, selectors, masked
 attention, dropping and padding."""
+import math
+from fractions import Fraction
+
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
+from mmvitaccel import ops
+from mmvitaccel.ops import keep_masks, token_pruning
 from mmvitaccel.ops import (asvit_score, batch_mean_keep_mask,
                             cls_attention_score, gather_tokens, kept_indices,
                             mass_keep_mask, masked_attention, pad_kept_tokens,
@@ -64,6 +70,71 @@ def test_value_count_is_round_rho_n_plus_one_with_cls():
     assert counts.tolist() == [98, value_keep_count(10, 0.5)]
     with pytest.raises(ValueError, match='density'):
         value_keep_count(196, 0.)
+
+
+def _float64_value_counts(alive, density):
+    """The float64 expression ``value_keep_counts`` computed before it
+    went to int64 (the reference)."""
+    alive = alive.to(torch.float64)
+    total = torch.floor(density * (alive + 1) + 0.5)
+    return torch.minimum(alive, (total - 1).clamp_min(1)).long()
+
+
+class _Dtypes(TorchDispatchMode):
+    """Records the dtype of every tensor an aten operator returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.seen.update(t.dtype for t in torch.utils._pytree.tree_leaves(out)
+                         if isinstance(t, torch.Tensor))
+        return out
+
+
+@pytest.mark.parametrize('density', [
+    1.0, 0.7, 0.5, 0.42, 0.65, 0.1, 5 / 6, 1 / 3, 1e-3, 2**-36, 2**-40,
+    math.nextafter(0.7, 0.), math.nextafter(0.5, 1.), 5e-324
+])
+def test_value_counts_are_float64_counts_without_float64(density):
+    """The int64 counts equal the float64 expression's for every count up
+    to 4096 and some up to ``2**31 - 1``, and no float64 tensor is made
+    (exact integers: compared for equality)."""
+    alive = torch.cat((torch.arange(4097),
+                       torch.tensor([10**6, 10**9, 2**30, 2**31 - 1])))
+    with _Dtypes() as dtypes:
+        counts = value_keep_counts(alive, density)
+    assert torch.float64 not in dtypes.seen and counts.dtype == torch.long
+    assert torch.equal(counts, _float64_value_counts(alive, density))
+    # int32 counts (another caller's sum) give the same
+    assert torch.equal(value_keep_counts(alive.int(), density), counts)
+
+
+def test_value_counts_keep_float64_rounding():
+    """``0.7`` is stored a little low: ``0.7 * 5`` is below 3.5 exactly but
+    rounds to 3.5 in float64, so 4 tokens with the class token, 3 patches
+    (the scalar form's answer; exact rationals would give 2)."""
+    assert Fraction(0.7) * 5 < Fraction(7, 2) and 0.7 * 5 == 3.5
+    assert value_keep_count(4, 0.7) == 3
+    assert value_keep_counts(torch.tensor([4]), 0.7).tolist() == [3]
+
+
+def test_value_counts_on_meta():
+    counts = value_keep_counts(torch.zeros(3, dtype=torch.long,
+                                           device='meta'), 0.5)
+    assert counts.shape == (3, ) and counts.device.type == 'meta'
+    with pytest.raises(ValueError, match='density'):
+        value_keep_counts(torch.tensor([3]), 1.5)
+
+
+def test_selectors_moved_to_keep_masks():
+    """The selectors live in ``ops.keep_masks``; the old homes still give
+    the same functions."""
+    for name in keep_masks.__all__:
+        assert getattr(token_pruning, name) is getattr(keep_masks, name)
+        assert getattr(ops, name) is getattr(keep_masks, name)
 
 
 def test_topk_keeps_the_highest_scores():

@@ -5,6 +5,7 @@ back on the kept positions, and a batch of ``N`` equals ``N`` batches of
 one. Shapes are tiny; every tensor comes from a seeded generator drawn by
 hypothesis, so a failure is reproduced from the seed it prints."""
 import math
+from fractions import Fraction
 
 import torch
 import torch.nn.functional as F
@@ -68,6 +69,54 @@ def test_value_count_follows_round_rho_n_plus_one(n, density):
     assert value_keep_counts(torch.tensor([n]), density).tolist() == [count]
     # a larger density never keeps fewer tokens
     assert value_keep_count(n, min(1.0, density * 1.5)) >= count
+
+
+@st.composite
+def value_count_cases(draw):
+    """``(alive, density)``: counts up to ``2**31 - 1`` (most of them small)
+    and a density anywhere in ``(0, 1]`` (subnormals included), or within a
+    few float64 steps of putting ``rho * (n + 1)`` on a half (``k + 1/2``),
+    where float64 rounding decides the count."""
+    alive = draw(st.lists(st.one_of(st.integers(0, 600),
+                                    st.integers(0, 2**31 - 1)),
+                          min_size=1, max_size=6))
+    if draw(st.booleans()):
+        return alive, draw(st.floats(0., 1., exclude_min=True))
+    t = alive[0] + 1
+    density = (draw(st.integers(0, t - 1)) + 0.5) / t
+    steps = draw(st.integers(-4, 4))
+    for _ in range(abs(steps)):
+        density = math.nextafter(density, math.copysign(2., steps))
+    return alive, min(1., max(density, 5e-324))
+
+
+def _float64_count(n, density):
+    """The count from float64 roundings, computed from the exact product
+    (``fractions``) rounded once to float64 (``float`` of a ``Fraction``
+    rounds to nearest, ties to even, as float64 multiplication does), then
+    ``+ 0.5`` in float64: independent of torch and of the CPU's
+    multiplier."""
+    product = float(Fraction(density) * (n + 1))
+    return min(n, max(1, math.floor(product + 0.5) - 1))
+
+
+@settings(max_examples=400, deadline=None, database=None, derandomize=True)
+@given(case=value_count_cases())
+def test_value_counts_equal_the_float64_counts(case):
+    """The int64 ``value_keep_counts`` gives the counts of the float64
+    expression it replaced, for every density and count (exact integers,
+    compared for equality): against the ``fractions`` reference, the
+    scalar :func:`value_keep_count` (Python floats) and the float64 tensor
+    expression."""
+    alive, density = case
+    counts = value_keep_counts(torch.tensor(alive), density)
+    expected = [_float64_count(n, density) for n in alive]
+    assert counts.tolist() == expected
+    assert [value_keep_count(n, density) for n in alive] == expected
+    n = torch.tensor(alive, dtype=torch.float64)
+    total = torch.floor(density * (n + 1) + 0.5)
+    assert torch.equal(counts,
+                       torch.minimum(n, (total - 1).clamp_min(1)).long())
 
 
 @PROPS

@@ -13,20 +13,67 @@ upstream model's weights: the new model starts from them (``load_from``),
 and the methods that distil from the upstream model (``sait``, ``asvit``,
 ``integrated``) need them. The methods, the hosts they
 fit, their placement rules and which run training-free are in
-``docs/accelerate.md``; ``--list`` prints them.
+``docs/accelerate.md``; ``--list`` prints them with each method's option
+keys and defaults. After writing, the tool prints the step the method needs
+next (``tools/dgssa_init.py`` for the DGSSA static logits, ``tools/test.py``
+for a training-free method, ``tools/train.py``). A refused request (a host
+the method does not fit, a missing config or checkpoint file, an option the
+backbone does not take or a value its validators refuse) is one line on
+stderr, ``accelerate.py: error: ...``, with exit status 2.
 """
 import argparse
 import os
 import os.path as osp
+import warnings
 
 from mmengine.config import Config, DictAction
 
-import mmvitaccel  # noqa: F401  (registers components, applies compat fixes)
+import mmvitaccel
 from mmvitaccel.apis.accelerate import METHODS, accelerated_config_text
+from mmvitaccel.apis.switch_options import method_options_text, next_step
+
+mmvitaccel.compat.apply()  # our tools' environment fixes
+# mmengine's toolbox lookup imports pkg_resources, whose deprecation warning
+# is not ours to print: a refusal is one line
+warnings.filterwarnings('ignore', message='pkg_resources is deprecated',
+                        category=UserWarning)
+
+#: what the library raises for a request it refuses (a refusal is one line)
+REFUSALS = (ValueError, TypeError, KeyError, OSError)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose refusals are one line on stderr, ``accelerate.py:
+    error: ...``, with exit status 2 (no usage, no traceback)."""
+
+    def error(self, message):
+        self.exit(2, f'{self.prog}: error: {" ".join(str(message).split())}'
+                  '\n')
+
+
+class OptionsAction(DictAction):
+    """``--options k=v ...``: mmengine's ``DictAction``, a text without
+    ``=`` refused by name."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        bad = [v for v in values if '=' not in v]
+        if bad:
+            raise argparse.ArgumentError(
+                self, f'expected key=value, got {", ".join(map(repr, bad))}')
+        super().__call__(parser, namespace, values, option_string)
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
+    """The tool's parser and its arguments.
+
+    Args:
+        argv (list[str], optional): default ``sys.argv[1:]``.
+
+    Returns:
+        tuple[OneLineParser, argparse.Namespace]
+    """
+    parser = OneLineParser(
+        prog='accelerate.py',
         description='Accelerate the backbone of an upstream config')
     parser.add_argument('config', nargs='?',
                         help='a config file or toolbox::path')
@@ -34,36 +81,56 @@ def parse_args(argv=None):
     parser.add_argument('--out', help='the new config file (.py)')
     parser.add_argument('--checkpoint',
                         help='the upstream weights (load_from; the teacher '
-                        'of the distilling methods)')
-    parser.add_argument('--options', nargs='+', action=DictAction,
-                        default={}, help='method backbone arguments, k=v')
+                        'of the distilling methods): a file or URL')
+    parser.add_argument('--options', nargs='+', action=OptionsAction,
+                        default={}, help='method backbone arguments, k=v '
+                        '(--list prints each method\'s)')
     parser.add_argument('--list', action='store_true',
-                        help='print the methods and exit')
-    return parser.parse_args(argv)
+                        help='print the methods, their options and exit')
+    return parser, parser.parse_args(argv)
+
+
+def refusal(err):
+    """One line of a library refusal: a KeyError's message without its
+    quotes, every line break a space."""
+    text = err.args[0] if isinstance(err, KeyError) and err.args else err
+    return ' '.join(str(text).split())
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    """Write the accelerated config, or refuse on one line (exit status 2).
+
+    Returns:
+        str | None: the written file (None for ``--list``).
+    """
+    parser, args = parse_args(argv)
     if args.list:
-        for name, spec in METHODS.items():
-            print(f'{name}: hosts {", ".join(spec.type)}; training-free: '
-                  f'{spec.training_free}')
+        print(method_options_text(METHODS))
         return None
     missing = [f'--{k}' if k != 'config' else 'CONFIG'
                for k in ('config', 'method', 'out') if not getattr(args, k)]
     if missing:
-        raise SystemExit(f'missing {", ".join(missing)}')
+        parser.error(f'missing {", ".join(missing)}')
     if not args.out.endswith('.py'):
-        raise SystemExit(f'--out must be a .py config file, got {args.out}')
-    text = accelerated_config_text(args.config, args.out, args.method,
-                                   args.checkpoint, **args.options)
-    os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
-    with open(args.out, 'w') as f:
-        f.write(text)
+        parser.error(f'--out must be a .py config file, got {args.out}')
+    if args.checkpoint and '://' not in args.checkpoint and \
+            not osp.isfile(args.checkpoint):
+        parser.error(f'--checkpoint: no file {args.checkpoint!r} (the '
+                     'upstream weights: a file or a URL)')
+    try:
+        text = accelerated_config_text(args.config, args.out, args.method,
+                                       args.checkpoint, **args.options)
+        os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
+        with open(args.out, 'w') as f:
+            f.write(text)
+    except REFUSALS as err:
+        parser.error(refusal(err))
     cfg = Config.fromfile(args.out)  # the file loads
     print(text)
-    print(f'wrote {args.out}: model.backbone.type = '
-          f'{cfg.model.backbone.type}')
+    backbone = cfg.model.backbone
+    print(f'wrote {args.out}: model.backbone.type = {backbone.type}')
+    print(next_step(args.method, args.out, backbone.to_dict(),
+                    args.checkpoint, METHODS[args.method].training_free))
     return args.out
 
 

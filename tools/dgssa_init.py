@@ -25,12 +25,14 @@ import os.path as osp
 
 import torch
 
-import mmvitaccel  # noqa: F401  (registers components, applies compat fixes)
+import mmvitaccel
 from mmvitaccel.analysis.attention_stats import (build_host_backbone,
                                                  collect_attention,
                                                  dgssa_checkpoint)
 from mmvitaccel.apis.launch import load_config_file
 from mmvitaccel.tiny import tinyfy_config
+
+mmvitaccel.compat.apply()  # our tools' environment fixes
 
 
 def parse_args():

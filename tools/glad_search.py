@@ -22,13 +22,15 @@ cfg-options (``model.backbone.static_layers``, ``glad_layers``,
 """
 import argparse
 
-import mmvitaccel  # noqa: F401  (registers components, applies compat fixes)
+import mmvitaccel
 from mmvitaccel.models import DGSSAVisionTransformer
 from mmvitaccel.ops import accuracy_metric, architecture_flops, glad_search
 from mmvitaccel.analysis.attention_stats import (build_host_backbone,
                                                  collect_attention)
 from mmvitaccel.apis.launch import load_config_file
 from mmvitaccel.tiny import tinyfy_config
+
+mmvitaccel.compat.apply()  # our tools' environment fixes
 
 
 def parse_args():

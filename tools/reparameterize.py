@@ -23,10 +23,12 @@ from mmengine.runner.checkpoint import load_checkpoint
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-import mmvitaccel  # noqa: E402,F401
+import mmvitaccel  # noqa: E402
 from mmvitaccel.models.backbones import HViTHostMixin  # noqa: E402
 from mmvitaccel.ops import RepLinear, switch_to_deploy  # noqa: E402
 from mmvitaccel.apis.launch import load_config_file  # noqa: E402
+
+mmvitaccel.compat.apply()  # our tools' environment fixes
 
 
 def parse_args(argv=None):

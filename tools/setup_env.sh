@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# One-command, idempotent set-up of the pinned OpenMMLab stack in ./.venv.
+# One-command, idempotent set-up of a tested OpenMMLab stack in a virtualenv.
 #
-#   tools/setup_env.sh            # create/complete .venv
+#   tools/setup_env.sh                 # the pinned stack in .venv
+#   STACK=oldest tools/setup_env.sh    # the oldest supported one in .venv-oldest
+#
+# The stacks (docs/get_started.md):
+#   pinned  Python 3.11, requirements/torch.txt + study.txt (torch 2.14.1)
+#   oldest  Python 3.10, requirements/oldest.txt (torch 2.1.2, numpy < 2)
+# Both take requirements/runtime.txt (the OpenMMLab packages) and tests.txt,
+# and mmcv 2.1.0 with ops built from the sdist.
 #
 # Environment variables:
-#   VENV            virtualenv path (default: <repo>/.venv)
-#   PYTHON          interpreter used to create it (default: python3.11, else python3)
+#   STACK           pinned (default) or oldest
+#   VENV            virtualenv path (default: <repo>/.venv, or .venv-oldest)
+#   PYTHON          interpreter used to create it (default: python3.11, else
+#                   python3; python3.10 for the oldest stack, also found
+#                   among pyenv's versions)
 #   MMVITACCEL_CACHE  wheel cache outside the repo (default: ~/.cache/mmvitaccel)
 #   MAX_JOBS        parallel compiler jobs for the mmcv build (default: nproc)
 #   MMVITACCEL_PROGRESS_SECONDS  seconds between build progress lines (default: 60)
@@ -20,30 +30,51 @@
 # step: the wheel enters the cache under its final name only once complete,
 # and the "done" stamp is written last.
 #
-# mmcv 2.1.0 has no wheel for torch 2.14, so it is built from the PyPI sdist with
-# ops (MMCV_WITH_OPS=1). Its setup.py hard-codes -std=c++17, while torch 2.14
-# headers need C++20; we patch that flag in the unpacked sdist. The built wheel is
-# kept in a cache directory keyed by the torch version, because pip's own wheel
-# cache ignores torch and can return an ABI-incompatible build.
+# mmcv 2.1.0 has no wheel for torch 2.14 (nor on PyPI for any torch), so it is
+# built from the PyPI sdist with ops (MMCV_WITH_OPS=1). Its setup.py hard-codes
+# -std=c++17, while torch >= 2.6 headers need C++20; for those we patch that
+# flag in the unpacked sdist. The built wheel is kept in a cache directory keyed
+# by the torch version and the Python tag, because pip's own wheel cache ignores
+# torch and can return an ABI-incompatible build.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Relative paths are taken from the caller's directory, once, here.
 abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
-VENV="$(abspath "${VENV:-$ROOT/.venv}")"
+STACK="${STACK:-pinned}"
+case "$STACK" in
+    pinned) STACK_REQS=("$ROOT/requirements/torch.txt" "$ROOT/requirements/study.txt")
+            DEFAULT_VENV="$ROOT/.venv"; WANT_PY=3.11 ;;
+    oldest) STACK_REQS=("$ROOT/requirements/oldest.txt")
+            DEFAULT_VENV="$ROOT/.venv-oldest"; WANT_PY=3.10 ;;
+    *) echo "[setup] STACK must be 'pinned' or 'oldest', got '$STACK'" >&2; exit 2 ;;
+esac
+VENV="$(abspath "${VENV:-$DEFAULT_VENV}")"
 CACHE="$(abspath "${MMVITACCEL_CACHE:-$HOME/.cache/mmvitaccel}")"
 MMCV_VERSION=2.1.0
-TORCH_VERSION="$(sed -n 's/^torch==//p' "$ROOT/requirements/torch.txt")"
+TORCH_VERSION="$(sed -n 's/^torch==//p' "${STACK_REQS[0]}")"
 STAMP="$VENV/.mmvitaccel-setup-done"
 
+# An interpreter of version $WANT_PY that runs: on PATH, else among pyenv's
+# versions (a pyenv shim of a version that is not selected exists but fails).
+find_python() {
+    local cand
+    for cand in "python$WANT_PY" "$(pyenv root 2>/dev/null)"/versions/"$WANT_PY".*/bin/python"$WANT_PY"; do
+        if "$cand" -c 'import venv' >/dev/null 2>&1; then printf '%s\n' "$cand"; return 0; fi
+    done
+    if [ "$STACK" = pinned ]; then printf 'python3\n'; return 0; fi
+    echo "[setup] the $STACK stack needs Python $WANT_PY; none runs here (set PYTHON)" >&2
+    return 2
+}
 if [ -z "${PYTHON:-}" ]; then
-    if command -v python3.11 >/dev/null 2>&1; then PYTHON=python3.11; else PYTHON=python3; fi
+    PYTHON="$(find_python)"
 fi
 
 if [ -f "$STAMP" ] && [ "$STAMP" -nt "$ROOT/setup.py" ] \
     && [ "$STAMP" -nt "$ROOT/tools/setup_env.sh" ] \
     && [ "$STAMP" -nt "$ROOT/requirements/runtime.txt" ] \
-    && [ "$STAMP" -nt "$ROOT/requirements/torch.txt" ] \
+    && [ "$STAMP" -nt "${STACK_REQS[0]}" ] \
+    && [ "$STAMP" -nt "${STACK_REQS[-1]}" ] \
     && [ "$STAMP" -nt "$ROOT/requirements/build.txt" ] \
     && [ "$STAMP" -nt "$ROOT/requirements/tests.txt" ]; then
     echo "[setup] $VENV is up to date"
@@ -65,13 +96,16 @@ PIP=("$PY" -m pip --disable-pip-version-check)
 
 "${PIP[@]}" install -q --upgrade pip
 "${PIP[@]}" install -q -r "$ROOT/requirements/build.txt"
-log "installing torch $TORCH_VERSION"
-"${PIP[@]}" install -q -r "$ROOT/requirements/torch.txt"
+log "installing torch $TORCH_VERSION ($STACK stack)"
+"${PIP[@]}" install -q -r "${STACK_REQS[0]}"
 
-# The OpenMMLab packages do not require mmcv in their metadata, so the pinned
-# stack (and mmcv's own runtime dependencies) go in first; mmcv comes last.
+# The OpenMMLab packages do not require mmcv in their metadata, so the stack
+# (and mmcv's own runtime dependencies) go in first; mmcv comes last. The
+# stack's own file constrains the rest (numpy < 2 on the oldest stack).
 log "installing the OpenMMLab stack"
-"${PIP[@]}" install -q -r "$ROOT/requirements/runtime.txt" \
+STACK_ARGS=()
+for req in "${STACK_REQS[@]}"; do STACK_ARGS+=(-r "$req" -c "$req"); done
+"${PIP[@]}" install -q "${STACK_ARGS[@]}" -r "$ROOT/requirements/runtime.txt" \
     -r "$ROOT/requirements/tests.txt" \
     addict packaging Pillow pyyaml yapf opencv-python
 
@@ -122,8 +156,10 @@ if ! have_mmcv; then
         "${PIP[@]}" download -q --no-deps --no-build-isolation --no-binary :all: "mmcv==$MMCV_VERSION" -d "$BUILD"
         tar -xzf "$BUILD"/mmcv-"$MMCV_VERSION".tar.gz -C "$BUILD"
         SRC="$BUILD/mmcv-$MMCV_VERSION"
-        sed -i 's/-std=c++17/-std=c++20/g' "$SRC/setup.py"
-        grep -q 'c++20' "$SRC/setup.py" || { echo "C++20 patch did not apply" >&2; exit 1; }
+        if [ "$(printf '%s\n' 2.6 "$TORCH_VERSION" | sort -V | head -n1)" = 2.6 ]; then
+            sed -i 's/-std=c++17/-std=c++20/g' "$SRC/setup.py"  # torch >= 2.6
+            grep -q 'c++20' "$SRC/setup.py" || { echo "C++20 patch did not apply" >&2; exit 1; }
+        fi
         export MMCV_DIST="$BUILD/dist"
         BUILD_CMD=("${PIP[@]}" wheel -v --no-build-isolation --no-deps . -w "$MMCV_DIST")
         if [ -n "${MMVITACCEL_MMCV_BUILD_CMD:-}" ]; then BUILD_CMD=(bash -c "$MMVITACCEL_MMCV_BUILD_CMD"); fi

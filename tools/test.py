@@ -6,11 +6,13 @@ config.
 """
 import argparse
 
-import mmvitaccel  # noqa: F401  (registers components, applies compat fixes)
+import mmvitaccel
 from mmvitaccel.apis.launch import (add_common_args, build_runner,
                                     finish_distributed, load_config,
                                     set_local_rank)
 from mmvitaccel.tiny import tinyfy_config
+
+mmvitaccel.compat.apply()  # our tools' environment fixes
 
 
 def parse_args(argv=None):

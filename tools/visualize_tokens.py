@@ -26,9 +26,11 @@ from tqdm import tqdm
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-import mmvitaccel  # noqa: E402,F401  (stack fixes, registry)
+import mmvitaccel  # noqa: E402
 from mmvitaccel.apis.harness import (  # noqa: E402
     build_model, load_config, real_data_batches)
+
+mmvitaccel.compat.apply()  # our tools' environment fixes
 
 
 def parse_args(argv=None):

@@ -252,9 +252,16 @@ def _tensors_only(out: Any) -> Tuple[torch.Tensor, ...]:
 def _counting_mode(model: nn.Module, forward_kwargs: Optional[dict]):
     """Eval mode, no_grad, MHA fast path off, and ``forward`` patched on the
     instance to take ``forward_kwargs`` and return only tensors; everything
-    is restored on exit."""
+    is restored on exit.
+
+    torch < 2.2 has no switch for the fast path (``torch.backends.mha``),
+    which ``nn.MultiheadAttention`` takes only while no gradient is
+    recorded; there the count runs with gradients enabled instead of
+    ``no_grad``, so the counted ops are the same.
+    """
     was_training = model.training
-    fastpath = torch.backends.mha.get_fastpath_enabled()
+    mha = getattr(torch.backends, 'mha', None)
+    fastpath = mha.get_fastpath_enabled() if mha is not None else None
     had_own_forward = 'forward' in vars(model)
     orig_forward = model.forward
     kwargs = dict(forward_kwargs or {})
@@ -263,17 +270,19 @@ def _counting_mode(model: nn.Module, forward_kwargs: Optional[dict]):
         return _tensors_only(orig_forward(*args, **kwargs))
 
     model.eval()
-    torch.backends.mha.set_fastpath_enabled(False)
+    if mha is not None:
+        mha.set_fastpath_enabled(False)
     model.forward = forward
     try:
-        with torch.no_grad():
+        with torch.no_grad() if mha is not None else torch.enable_grad():
             yield
     finally:
         if had_own_forward:
             model.forward = orig_forward
         else:
             del model.forward
-        torch.backends.mha.set_fastpath_enabled(fastpath)
+        if mha is not None:
+            mha.set_fastpath_enabled(fastpath)
         model.train(was_training)
 
 

@@ -119,7 +119,12 @@ def accelerate_config(cfg, method, checkpoint=None, **options):
 
     Raises:
         ValueError: the host is not one the method fits (the message names
-            those it fits), or too shallow for its placement.
+            the hosts it fits and the methods that fit the host), too
+            shallow for its placement, or ``options`` the method's backbone
+            does not take: an unknown key (the message lists the allowed
+            ones) or a value its validators refuse
+            (:func:`~.switch_options.check_options`).
+        FileNotFoundError: no such config file.
     """
     toolbox = _toolbox_of(cfg)
     name = _teacher_name(cfg)

@@ -74,7 +74,8 @@ def build_model(cfg,
     Returns:
         nn.Module: The model, in eval mode.
     """
-    import mmvitaccel  # noqa: F401  (stack fixes, registers components)
+    import mmvitaccel  # registers components
+    mmvitaccel.compat.apply()  # the harness is our tools'
     from mmengine.model import revert_sync_batchnorm
     from mmengine.registry import MODELS, DefaultScope, init_default_scope
     scope = cfg.get('default_scope')

@@ -51,13 +51,22 @@ HOST_CLASSES = {
     ('mmpretrain.models.backbones.vision_transformer', 'VisionTransformer'),
 }  # (PVTv2 takes **kwargs: its defaults are mmdet PVT's, _pvt_defaults)
 
-#: types a toolbox defines that none of our methods fits, with the reason
-#: (a refusal says it)
+#: types a toolbox defines (or ``(scope, type)``) that none of our methods
+#: fits, with the reason and the route there is (a refusal says it)
 _NOT_HOSTS = {
     'DistilledVisionTransformer':
     'a distilled DeiT carries a distillation token and a two-token head '
     '(DeiTClsHead); accelerate the same size\'s non-distilled DeiT config '
     '(mmpretrain::deit/deit-small_4xb256_in1k.py, ...)',
+    ('mmseg', 'VisionTransformer'):
+    'mmseg\'s ViT is no host; the supported route for a dense ViT is '
+    'mmpretrain\'s ViT pruned in the backbone, model.backbone '
+    'type=\'mmvitaccel.TokenPrunedVisionTransformer\' with '
+    'out_type=\'tokens\', and the neck TokenRestoreNeck (type '
+    '\'mmvitaccel.TokenRestoreNeck\') that puts the kept tokens back on '
+    'the patch grid for the decode head, as '
+    'configs/pruned_deit_s_upernet_ade20k.py does on mmseg\'s DeiT-S '
+    'UperNet (docs/token_pruning.md)',
 }
 
 
@@ -133,7 +142,8 @@ def find_host(cfg, toolbox=None):
     kind = HOST_KINDS.get((toolbox, type_))
     if kind is None:
         known = ', '.join(f'{t} ({s})' for s, t in HOST_KINDS)
-        why = f' ({_NOT_HOSTS[type_]})' if type_ in _NOT_HOSTS else ''
+        why = _NOT_HOSTS.get((toolbox, type_), _NOT_HOSTS.get(type_))
+        why = f' ({why})' if why else ''
         raise ValueError(f'no method here fits the backbone {type_!r} of '
                          f'scope {toolbox!r}{why}; the hosts are: {known}')
     args = copy.deepcopy(backbone.to_dict() if hasattr(backbone, 'to_dict')

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 
 from .hosts import HOST_NAMES
 from .swin_hosts import swin3d_host_args, swin_host_args
+from .switch_options import check_options
 
 __all__ = ['METHODS', 'Method', 'Upstream', 'method_backbone',
-           'stvit_stgm_index', 'dgssa_static_blocks']
+           'methods_for', 'stvit_stgm_index', 'dgssa_static_blocks']
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,12 @@ def _dgssa(host, options, upstream):
             'static_logits': dict(decay_mult=0.)}}
 
 
+def methods_for(kind):
+    """The methods that fit a host of ``kind`` (a value of
+    :data:`~.hosts.HOST_KINDS`), in :data:`METHODS` order."""
+    return [name for name, spec in METHODS.items() if kind in spec.type]
+
+
 def _placers():
     from . import vit_placement
     return {'stvit-r': _stvit_r, 'stvit': _stvit, 'dgssa': _dgssa,
@@ -212,8 +219,10 @@ def method_backbone(method, host, options, upstream):
         changes by dotted key (``'model.neck'``, ``'load_from'``, ...).
 
     Raises:
-        ValueError: an unknown method, a host it does not fit, or a
-            distilling method with no upstream weights.
+        ValueError: an unknown method, a host it does not fit (naming the
+            methods that fit it), a distilling method with no upstream
+            weights, or options the backbone does not take
+            (:func:`~.switch_options.check_options`).
     """
     if method not in METHODS:
         raise ValueError(f'unknown method {method!r}; choose from '
@@ -223,7 +232,9 @@ def method_backbone(method, host, options, upstream):
         fits = '; '.join(f'{k}: {HOST_NAMES[k]}' for k in spec.type)
         raise ValueError(
             f'{method} does not fit the {host.toolbox} {host.type} of this '
-            f'config; it fits: {", ".join(spec.type)} hosts ({fits})')
+            f'config; it fits: {", ".join(spec.type)} hosts ({fits}); the '
+            f'methods that fit this backbone: '
+            f'{", ".join(methods_for(host.kind))}')
     if spec.distils and not upstream.checkpoint:
         raise ValueError(
             f'{method} fine-tunes from the upstream weights, with the '
@@ -232,6 +243,7 @@ def method_backbone(method, host, options, upstream):
     args, extra = _placers()[method](host, options, upstream)
     backbone = dict(type=f'mmvitaccel.{spec.type[host.kind]}', **args)
     backbone.update(options)
+    check_options(method, backbone, options, host.toolbox)
     if upstream.checkpoint:
         extra.setdefault('load_from', upstream.checkpoint)
     return backbone, extra

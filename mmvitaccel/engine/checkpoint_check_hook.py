@@ -8,9 +8,10 @@ from mmengine.hooks import Hook
 from mmengine.logging import MMLogger
 from mmengine.model import is_model_wrapper
 
-from ..models.utils import (MIN_LOADED_SHARE, PretrainedMixin,
-                            compare_state_dict, describe_checkpoint,
-                            loaded_share)
+from ..models.utils import PretrainedMixin
+from ..models.utils.load_report import (MIN_LOADED_SHARE, compare_state_dict,
+                                        describe_checkpoint, loaded_share,
+                                        log_report_keys, report_summary)
 from ..registry import HOOKS
 
 
@@ -78,8 +79,9 @@ class CheckpointCheckHook(Hook):
     (before the weights are copied). It first puts a backbone part in its
     host's layout into the model's names (:func:`convert_host_parts`: an
     upstream checkpoint loads into a config ``tools/accelerate.py`` wrote),
-    then logs the full report (loaded, new, missing, unused, mismatched),
-    kept as :attr:`report`, and raises when:
+    then logs the full report (loaded, new, missing, unused, mismatched;
+    each of the model's tensors counted once, e.g. ``loaded 152/152; new 0,
+    missing 0, unused 0``), kept as :attr:`report`, and raises when:
 
     * fewer than ``min_loaded_share`` of the model's tensors find a tensor of
       the same name and shape in the checkpoint (after the runner's
@@ -145,7 +147,8 @@ class CheckpointCheckHook(Hook):
             raise ValueError(
                 f'{source} matches {matched} of the {expected} tensors of '
                 f'this {type(model).__name__} ({share:.0%}; at least '
-                f'{self.min_loaded_share:.0%} needed), so it is not a '
+                f'{self.min_loaded_share:.0%} needed; '
+                f'{report_summary(report)}), so it is not a '
                 f'checkpoint of this model. It looks like '
                 f'{describe_checkpoint(state)}. For host weights use the '
                 f'backbone init_cfg=dict(type=\'Pretrained\', checkpoint=...) '
@@ -155,10 +158,7 @@ class CheckpointCheckHook(Hook):
 
 def _log_report(report, source):
     logger = MMLogger.get_current_instance()
-    logger.info(f'{source}: loaded {len(report["loaded"])} tensors')
+    logger.info(f'{source}: {report_summary(report)}')
     for note in report['converted']:
         logger.info(f'converted: {note}')
-    for kind in ('new', 'missing', 'unused', 'mismatched'):
-        if report[kind]:
-            logger.warning(f'{kind} keys ({len(report[kind])}): ' +
-                           ', '.join(report[kind]))
+    log_report_keys(report, logger)

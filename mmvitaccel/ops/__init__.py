@@ -4,6 +4,7 @@ from .attention import (additive_mask, attention_logits, attention_probs,
                         relative_position_bias, relative_position_index,
                         sdpa_mask, window_mask)
 from .checks import check_choice
+from .cross_attention import cross_attention, project_key_values
 from .cffn import (cffn_flops, cffn_params, compact_dims, CompactLinear,
                    ffn_flops, ffn_params, RepLinear, switch_to_deploy)
 from .dgssa import (attention_to_logits, AttentionStats, check_init_mode,
@@ -27,17 +28,17 @@ from .host_masks import (host_valid, padded_shape, regions_all_valid,
                          semantic_valid_host, unpadded)
 from .host_sync import HOST_READS, host_read, recorded_host_reads
 from .inference_cache import eager_inference, weight_cache
+from .keep_masks import (batch_mean_keep_mask, batch_mean_kept_index,
+                         mass_keep_mask, threshold_keep_mask, topk_keep_mask,
+                         value_keep_count, value_keep_counts)
 from .stvit import (adaptive_bins, bin_indices, CENTRE_POOLINGS, check_pooling,
                     IntraInterPooling, pool_centres, POOLING_MODES)
 from .token_dropping import (gather_tokens, kept_indices, pad_kept_tokens,
                              restore_tokens)
-from .token_pruning import (asvit_score, batch_mean_keep_mask,
-                            batch_mean_kept_index, BATCH_MODES,
-                            cls_attention_score, MASK_MODES, masked_attention,
-                            mass_keep_mask, POLICY_GRADS, policy_weights,
-                            random_score, SCORERS, SELECTORS,
-                            threshold_keep_mask, tis_score, topk_keep_mask,
-                            value_keep_count, value_keep_counts)
+from .token_pruning import (asvit_score, BATCH_MODES, cls_attention_score,
+                            MASK_MODES, masked_attention, POLICY_GRADS,
+                            policy_weights, random_score, SCORERS, SELECTORS,
+                            tis_score)
 from .tracing import is_capturing
 from .windows import (check_placement, covered_token_windows,
                       covered_tokens_mask, mask_or_none, neighbourhood_mask,
@@ -82,5 +83,5 @@ __all__ = [
     'is_capturing', 'sdpa_mask', 'HOST_READS', 'host_read',
     'recorded_host_reads', 'host_valid', 'padded_shape', 'regions_all_valid',
     'semantic_all_valid', 'semantic_extent', 'semantic_valid_host',
-    'unpadded'
+    'unpadded', 'cross_attention', 'project_key_values'
 ]

@@ -9,15 +9,21 @@ tokens (a 7x7 Swin window, or the whole map for DeiT) is pooled to
 :func:`torch.nn.functional.adaptive_max_pool2d` (7 -> 3 gives the
 overlapping rows 0-2, 2-4, 4-6), so that the authors' pooling is reproduced
 exactly on unpadded windows. Padded tokens never enter a centre; a centre
-whose bin lies entirely in the padding is zero and marked invalid.
+whose bin lies entirely in the padding is zero and marked invalid. The
+bins' index tables are made from Python lists once per window, bins and
+device and kept (:func:`~.host_sync.device_constant`): a forward makes no
+host-to-device copy for them after the first.
 
 Plain torch: no registry, no OpenMMLab imports.
 """
+import functools
+
 import torch
 import torch.nn as nn
 
 from .attention import masked_softmax
 from .checks import check_choice
+from .host_sync import device_constant
 
 POOLING_MODES = ('max', 'avg')
 
@@ -68,7 +74,46 @@ def bin_indices(window, out, device=None):
         Tensor: ``(h_s * w_s, n_b)`` long indices into the ``h * w`` raster
         tokens of the window, ``n_b`` the largest bin size, and a bool
         tensor of the same shape that is False where a smaller bin is padded
-        to ``n_b`` (padded slots repeat the bin's first token).
+        to ``n_b`` (padded slots repeat the bin's first token). Copies of
+        the kept tables (:func:`_bin_tables`): the caller may modify them.
+    """
+    index, present = _bin_tables(window, out, device)
+    return index.clone(), present.clone()
+
+
+def _bin_tables(window, out, device=None):
+    """:func:`bin_indices`, built from Python lists once per window, bins
+    and device and kept (:func:`~.host_sync.device_constant`): a forward
+    makes no host-to-device copy for them after the first. Read only.
+
+    Args:
+        window (tuple[int, int]): window ``(h, w)``.
+        out (tuple[int, int]): bins ``(h_s, w_s)``.
+        device (torch.device, optional): default: the CPU.
+
+    Returns:
+        tuple[Tensor, Tensor]: ``(h_s * w_s, n_b)`` long indices and bool
+        presence, shared by every caller (do not modify).
+    """
+    window = tuple(int(n) for n in window)
+    out = tuple(int(n) for n in out)
+    return device_constant(('stvit.bin_indices', window, out),
+                           functools.partial(_build_bin_indices, window,
+                                             out), device or 'cpu')
+
+
+def _build_bin_indices(window, out, device):
+    """The tables of :func:`bin_indices`, made from Python lists on
+    ``device`` (a host-to-device copy on an accelerator).
+
+    Args:
+        window (tuple[int, int]): window ``(h, w)``.
+        out (tuple[int, int]): bins ``(h_s, w_s)``.
+        device (torch.device): device of the result.
+
+    Returns:
+        tuple[Tensor, Tensor]: ``(h_s * w_s, n_b)`` long indices and bool
+        presence.
     """
     h, w = window
     bins = []
@@ -88,7 +133,8 @@ def bin_indices(window, out, device=None):
 def _bin_members(windows, window, out, valid):
     """Gather bin members: ``(N, S, n_b, C)`` tokens and ``(N|nW, S, n_b)``
     membership (bin slot used and token valid)."""
-    index, present = bin_indices(window, out, windows.device)
+    # the kept tables: read only (indexing and ``&`` make new tensors)
+    index, present = _bin_tables(window, out, windows.device)
     members = windows[:, index]  # (N, S, n_b, C)
     keep = present[None]
     if valid is not None:
@@ -192,7 +238,7 @@ class IntraInterPooling(nn.Module):
         super().__init__()
         self.window = tuple(window)
         self.out = tuple(out)
-        index, _ = bin_indices(self.window, self.out)
+        index, _ = _bin_tables(self.window, self.out)
         self.bin_size = index.shape[1]
         num_bins = self.out[0] * self.out[1]
         self.intra = nn.Linear(embed_dims, 1, bias=False)

@@ -27,7 +27,8 @@ Four scorers:
 * :func:`random_score` (the floor a scorer must beat): ``S_i ~ U(0, 1)``
   i.i.d., from torch's global generator.
 
-Three selectors:
+Three selectors (:mod:`mmvitaccel.ops.keep_masks`, whose names this
+module re-exports):
 
 * :func:`value_keep_count` / :func:`topk_keep_mask` (SaiT value): the
   ``K`` highest scores, ``K = round(rho * (N + 1))`` tokens *with* the class
@@ -58,14 +59,16 @@ Batched execution of per-image keep counts:
 
 Plain torch: no registry, no OpenMMLab imports.
 """
-import math
-
 import torch
 
 from .attention import MASKED_LOGIT  # noqa: F401 (the old home's name)
 from .attention import attention_logits, masked_softmax
 from .checks import check_choice
-from .host_sync import host_read
+# the selectors live in their own module; the names stay here too
+from .keep_masks import (batch_mean_keep_mask,  # noqa: F401
+                         batch_mean_kept_index, mass_keep_mask,
+                         threshold_keep_mask, topk_keep_mask,
+                         value_keep_count, value_keep_counts)
 # dropping tokens for real lives in its own module; the names stay here too
 from .token_dropping import (gather_tokens, kept_indices,  # noqa: F401
                              pad_kept_tokens, restore_tokens)
@@ -277,183 +280,3 @@ def random_score(attn, num_extra_tokens=1, generator=None):
     B, T = attn.shape[0], attn.shape[-1]
     return torch.rand(B, T - num_extra_tokens, generator=generator,
                       device=attn.device).to(attn.dtype)
-
-
-# --- selectors ---------------------------------------------------------------
-
-
-def value_keep_count(num_patches, density):
-    """Patch tokens kept by SaiT's value selector.
-
-    ``K = round(rho * (N + 1))`` counts the class token, so ``K - 1`` patch
-    tokens are kept (at least one, at most ``N``); ``rho = 1`` keeps all.
-    Halves round up (``floor(x + 0.5)``), not to even.
-
-    Args:
-        num_patches (int): ``N``.
-        density (float): ``rho`` in ``(0, 1]``.
-
-    Returns:
-        int: the number of patch tokens kept.
-    """
-    if not 0. < density <= 1.:
-        raise ValueError(f'density must be in (0, 1], got {density}')
-    total = int(math.floor(density * (num_patches + 1) + 0.5))
-    return min(num_patches, max(1, total - 1))
-
-
-def topk_keep_mask(scores, count, valid=None):
-    """Keep the ``count`` highest scores of each row.
-
-    Args:
-        scores (Tensor): ``(B, N)``.
-        count (int | Tensor): an int, or ``(B,)`` per-image counts.
-        valid (Tensor, optional): ``(B, N)`` bool; invalid tokens (already
-            pruned) are never kept.
-
-    Returns:
-        Tensor: ``(B, N)`` bool keep mask.
-    """
-    if valid is not None:
-        scores = scores.masked_fill(~valid, float('-inf'))
-    order = scores.argsort(dim=-1, descending=True)
-    ranks = torch.empty_like(order)
-    ranks.scatter_(-1, order,
-                   torch.arange(scores.shape[-1],
-                                device=scores.device).expand_as(order))
-    if not torch.is_tensor(count):
-        count = torch.full((scores.shape[0], ), count, device=scores.device)
-    keep = ranks < count[:, None]
-    return keep if valid is None else keep & valid
-
-
-def mass_keep_mask(scores, mass_threshold, valid=None):
-    """SaiT mass selector: the fewest tokens reaching a cumulative score.
-
-    With ``s`` the scores normalised to sum one and sorted descending,
-    ``K = min{k : sum_{j <= k} s_j >= M_th}``; ``M_th >= 1`` keeps every
-    token.
-
-    Args:
-        scores (Tensor): ``(B, N)`` non-negative scores.
-        mass_threshold (float): ``M_th`` in ``(0, 1]``.
-        valid (Tensor, optional): ``(B, N)`` bool; invalid tokens have no
-            mass and are never kept.
-
-    Returns:
-        tuple[Tensor, Tensor]: ``(B, N)`` bool keep mask and ``(B,)`` counts.
-    """
-    if not 0. < mass_threshold <= 1.:
-        raise ValueError(
-            f'mass_threshold must be in (0, 1], got {mass_threshold}')
-    B, N = scores.shape
-    if valid is not None:
-        scores = scores.masked_fill(~valid, 0.)
-    if mass_threshold >= 1.:
-        keep = torch.ones(B, N, dtype=torch.bool, device=scores.device)
-        keep = keep if valid is None else valid
-        return keep, keep.sum(dim=-1)
-    mass = scores / scores.sum(dim=-1, keepdim=True).clamp_min(1e-12)
-    cumulative = mass.sort(dim=-1, descending=True)[0].cumsum(dim=-1)
-    # a tolerance so that rounding in the cumulative sum does not add a token
-    count = ((cumulative < mass_threshold - 1e-6).sum(dim=-1) + 1).clamp(
-        max=N)
-    return topk_keep_mask(scores, count, valid), count
-
-
-def threshold_keep_mask(scores, threshold, tau=1e-4, valid=None):
-    """AS-ViT learnable threshold with a straight-through estimator.
-
-    ``M_soft = sigmoid((S - theta) / tau)``, ``M_hard = [S > theta]``,
-    returned as ``M_hard + M_soft - stopgrad(M_soft)``: the value is the
-    hard mask, the gradient (to ``S`` and ``theta``) the soft one. The
-    highest-scoring token is always kept so that no image loses all of its
-    patches.
-
-    Args:
-        scores (Tensor): ``(B, N)``.
-        threshold (Tensor | float): ``theta``, a scalar (learnable).
-        tau (float): the temperature; ``1e-4`` in AS-ViT.
-        valid (Tensor, optional): ``(B, N)`` bool of tokens still alive;
-            the result is multiplied by it.
-
-    Returns:
-        Tensor: ``(B, N)`` float mask (values 0/1).
-    """
-    if tau <= 0:
-        raise ValueError(f'tau must be positive, got {tau}')
-    hard = (scores > threshold)
-    masked = scores if valid is None else scores.masked_fill(
-        ~valid, float('-inf'))
-    # one-hot of the best token (a comparison: also for a data-dependent N)
-    best = torch.arange(scores.shape[-1], device=scores.device) == \
-        masked.argmax(dim=-1, keepdim=True)
-    hard = (hard | best).to(scores.dtype)
-    learns = torch.is_grad_enabled() and (scores.requires_grad or (
-        torch.is_tensor(threshold) and threshold.requires_grad))
-    if learns:
-        soft = torch.sigmoid((scores - threshold) / tau)
-        # (soft - stopgrad(soft)) is exactly 0: the value is the hard mask
-        # to the bit (hard + soft - soft would round to 1 - ulp)
-        mask = hard + (soft - soft.detach())
-    else:  # nothing to differentiate: the hard mask alone
-        mask = hard
-    return mask if valid is None else mask * valid.to(mask.dtype)
-
-
-def batch_mean_kept_index(scores, keep):
-    """AS-ViT batched inference: every image keeps the batch-mean count of
-    tokens, its highest-scoring ones; their positions, ascending.
-
-    ``K = round(mean_b |keep_b|)`` (at least 1); each image keeps its top
-    ``K`` scores. The mean is read on the host
-    (:func:`~.host_sync.host_read`, ``'batch_mean_token_count'``; ``N`` on
-    the ``meta`` device). Every row gets the same ``K``, so nothing is
-    padded: a caller that cuts every image to the mean at each location
-    keeps equal alive counts, and ``K`` (a mean of counts at most that
-    count) never exceeds them.
-
-    Args:
-        scores (Tensor): ``(B, N)``; ``-inf`` where a token may not be kept.
-        keep (Tensor): ``(B, N)`` bool per-image keep masks.
-
-    Returns:
-        Tensor: ``(B, K)`` long, ascending within each row.
-    """
-    mean = host_read(keep.sum(dim=-1).float().mean(),
-                     float(keep.shape[-1]), 'batch_mean_token_count')
-    count = max(1, int(math.floor(mean + 0.5)))
-    return scores.topk(count, dim=-1).indices.sort(dim=-1).values
-
-
-def batch_mean_keep_mask(scores, keep):
-    """:func:`batch_mean_kept_index` as a ``(B, N)`` bool mask, ``K``
-    tokens per row.
-
-    Args:
-        scores (Tensor): ``(B, N)``.
-        keep (Tensor): ``(B, N)`` bool per-image keep masks.
-
-    Returns:
-        Tensor: ``(B, N)`` bool.
-    """
-    index = batch_mean_kept_index(scores, keep)
-    return torch.zeros_like(keep, dtype=torch.bool).scatter(1, index, True)
-
-
-def value_keep_counts(alive, density):
-    """:func:`value_keep_count` per image, for tensors of alive counts.
-
-    Args:
-        alive (Tensor): ``(B,)`` patch tokens still alive.
-        density (float): ``rho`` in ``(0, 1]``.
-
-    Returns:
-        Tensor: ``(B,)`` long, ``clamp(floor(rho * (n + 1) + 0.5) - 1, 1,
-        n)``.
-    """
-    if not 0. < density <= 1.:
-        raise ValueError(f'density must be in (0, 1], got {density}')
-    alive = alive.to(torch.float64)
-    total = torch.floor(density * (alive + 1) + 0.5)
-    return torch.minimum(alive, (total - 1).clamp_min(1)).long()

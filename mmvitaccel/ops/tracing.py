@@ -24,4 +24,8 @@ def is_capturing():
     Returns:
         bool: whether value-dependent shortcuts must be skipped.
     """
-    return bool(torch.compiler.is_compiling())
+    is_compiling = getattr(torch.compiler, 'is_compiling', None)
+    if is_compiling is None:  # torch < 2.3: Dynamo's own, the same answer
+        from torch import _dynamo
+        is_compiling = _dynamo.is_compiling
+    return bool(is_compiling())

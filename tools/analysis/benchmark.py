@@ -32,7 +32,7 @@ from mmengine.config import DictAction
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-import mmvitaccel  # noqa: E402,F401  (stack fixes, registry)
+import mmvitaccel  # noqa: E402
 from mmvitaccel.analysis.fixed_boxes import (  # noqa: E402
     FIXED_WORK_OPTIONS, fix_detector_boxes)
 from mmvitaccel.analysis.timing import (  # noqa: E402
@@ -41,6 +41,8 @@ from mmvitaccel.apis.deploy import runtime_callable  # noqa: E402
 from mmvitaccel.apis.harness import (  # noqa: E402
     backbone_input, build_model, dummy_data_batch, load_config, parse_shape,
     real_data_batches, toolbox_of)
+
+mmvitaccel.compat.apply()  # our tools' environment fixes
 
 
 def parse_args(argv=None):

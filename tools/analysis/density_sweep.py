@@ -41,11 +41,13 @@ from tqdm import tqdm
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-import mmvitaccel  # noqa: E402,F401  (stack fixes, registry)
+import mmvitaccel  # noqa: E402
 from mmvitaccel.analysis.flops import count_flops  # noqa: E402
 from mmvitaccel.analysis.timing import interleaved_benchmark  # noqa: E402
 from mmvitaccel.apis.harness import (  # noqa: E402
     build_model, load_config, real_data_batches)
+
+mmvitaccel.compat.apply()  # our tools' environment fixes
 
 PARAMS = ('density', 'mass_threshold', 'threshold_scale')
 FIELDS = ('param', 'value', 'metric', 'accuracy', 'gflops', 'flops_ratio',

@@ -21,12 +21,14 @@ from tqdm import tqdm
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-import mmvitaccel  # noqa: E402,F401  (stack fixes, registry)
+import mmvitaccel  # noqa: E402
 from mmvitaccel.analysis.flops import (  # noqa: E402
     average_flops, count_flops, count_params)
 from mmvitaccel.apis.harness import (  # noqa: E402
     backbone_input, build_model, dummy_data_batch, load_config, parse_shape,
     real_data_batches, tensor_mode_kwargs, toolbox_of)
+
+mmvitaccel.compat.apply()  # our tools' environment fixes
 
 
 def parse_args(argv=None):

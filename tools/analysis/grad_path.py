@@ -26,10 +26,12 @@ from mmengine.config import DictAction
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-import mmvitaccel  # noqa: E402,F401  (stack fixes, registry)
+import mmvitaccel  # noqa: E402
 from mmvitaccel.analysis.grad_path import (amplifiers,  # noqa: E402
                                            trace_backward)
 from mmvitaccel.apis.harness import load_config  # noqa: E402
+
+mmvitaccel.compat.apply()  # our tools' environment fixes
 
 
 def parse_args(argv=None):

@@ -17,9 +17,11 @@ import argparse
 import torch
 from mmengine.registry import MODELS, DefaultScope, init_default_scope
 
-import mmvitaccel  # noqa: F401
+import mmvitaccel
 from mmvitaccel.models.utils import PretrainedMixin
 from mmvitaccel.apis.launch import load_config_file
+
+mmvitaccel.compat.apply()  # our tools' environment fixes
 
 
 def parse_args():

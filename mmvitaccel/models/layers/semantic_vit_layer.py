@@ -14,7 +14,7 @@ values (keys then values, the order of ``qkv``).
 from mmpretrain.models.backbones.vision_transformer import \
     TransformerEncoderLayer
 
-from .semantic_attention import cross_attention, project_key_values
+from ...ops import cross_attention, project_key_values
 
 
 class CrossAttentionViTLayer(TransformerEncoderLayer):

@@ -18,8 +18,6 @@ The cFFN factors have no counterpart in a host checkpoint: the host's
 """
 from collections import OrderedDict
 
-from mmdet.models.backbones.pvt import pvt_convert
-
 from ...ops import split_qkv_weights
 from .checkpoint import _backbone_only, read_state_dict
 
@@ -37,6 +35,7 @@ def pvtv2_state_dict(checkpoint):
     """
     state_dict = read_state_dict(checkpoint)
     if any(k.startswith(('block1.', 'patch_embed1.')) for k in state_dict):
+        from mmdet.models.backbones.pvt import pvt_convert  # mmdet extra
         state_dict = pvt_convert(state_dict)  # official layout
     return _backbone_only(state_dict)
 

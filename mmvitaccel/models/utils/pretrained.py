@@ -23,7 +23,7 @@ Host)``, and overrides only the hooks it needs.
 """
 from mmengine.logging import MMLogger
 
-from .checkpoint import load_with_report
+from .load_report import load_with_report
 
 
 class PretrainedMixin:
@@ -115,7 +115,8 @@ class PretrainedMixin:
 
         Returns:
             dict: the report (``loaded``, ``new``, ``missing``, ``unused``,
-            ``mismatched`` key lists, and ``dropped`` notes for models that
+            ``mismatched`` key lists, each tensor of the model in one of
+            them but ``unused``, and ``dropped`` notes for models that
             convert), also kept as ``self.load_report``.
         """
         if self.host_state_dict is None:

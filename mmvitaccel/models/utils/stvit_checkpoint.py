@@ -33,7 +33,6 @@ import re
 from collections import OrderedDict
 
 import torch
-from mmdet.models.backbones.swin import swin_converter
 
 from .checkpoint import _backbone_only, read_state_dict, swin_state_dict
 
@@ -96,6 +95,7 @@ def stvit_r_authors_converter(state_dict):
             own[f'norm{last}.' + key[len('norm.'):]] = value
         else:
             rest[key] = value
+    from mmdet.models.backbones.swin import swin_converter  # mmdet extra
     out = _backbone_only(swin_converter(rest))
     out.update(own)
     return out

@@ -1,6 +1,7 @@
 """The Swin arch table and the Swin base of STViT, STViT-R and DGSSA.
 
-:data:`SWIN_ARCHS` is the one table of Swin sizes in this package.
+:data:`~.archs.SWIN_ARCHS` (in :mod:`.archs`, which needs no mmdet) is
+the one table of Swin sizes in this package.
 :class:`SwinBase` is the base of every Swin backbone that changes Swin's
 blocks or stages (STViT, STViT-R, DGSSA-Swin): mmdet's ``SwinTransformer``
 with an ``arch`` argument, its full configuration kept as ``swin_cfg``, and
@@ -36,16 +37,8 @@ import inspect
 
 from mmdet.models.backbones.swin import SwinTransformer
 
+from .archs import SWIN_ARCHS
 from .checks import check_in_channels
-
-#: embed_dims, depths, num_heads of the Swin sizes
-SWIN_ARCHS = {
-    'tiny': dict(embed_dims=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24)),
-    'small': dict(embed_dims=96, depths=(2, 2, 18, 2),
-                  num_heads=(3, 6, 12, 24)),
-    'base': dict(embed_dims=128, depths=(2, 2, 18, 2),
-                 num_heads=(4, 8, 16, 32)),
-}
 
 
 def swin_config(arch, kwargs):

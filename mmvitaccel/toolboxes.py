@@ -1,0 +1,212 @@
+"""Components that need one of the optional toolboxes (mmdet, mmseg,
+mmaction2) register only where that toolbox imports.
+
+``mmengine`` and ``mmpretrain`` are what every user has; mmdet, mmseg and
+mmaction2 are extras (``pip install 'mmvitaccel[mmdet]'`` ...). A module of
+ours that subclasses a block of one of them is imported through
+:func:`import_optional`: where the toolbox is missing or fails to import,
+each of the module's registered names gets a stand-in instead. Building a
+stand-in (from a config, or by calling it) first tries the import again
+(the toolbox may have been fixed since, e.g. by
+:func:`mmvitaccel.compat.apply`), and otherwise raises :class:`ImportError`
+naming the component, the toolbox, how to install it, and the cause.
+"""
+import importlib
+import importlib.util
+import sys
+
+__all__ = ['TOOLBOXES', 'ToolboxMissing', 'import_optional',
+           'missing_components', 'retry_missing', 'toolbox_error']
+
+#: import name -> the pip requirement that installs it (our pinned version)
+TOOLBOXES = {
+    'mmdet': 'mmdet==3.3.0',
+    'mmseg': 'mmsegmentation==1.2.2',
+    'mmaction': 'mmaction2==1.2.0',
+}
+
+#: extra of ours that installs each toolbox
+EXTRAS = {'mmdet': 'mmdet', 'mmseg': 'mmseg', 'mmaction': 'mmaction'}
+
+#: component name -> its stand-in, for the components skipped so far
+_MISSING = {}
+
+
+class ToolboxMissing(ImportError):
+    """A component of ours was asked for whose toolbox does not import."""
+
+
+def _message(name, toolbox, cause):
+    text = (f'mmvitaccel.{name} needs {toolbox}, which could not be '
+            f'imported ({type(cause).__name__}: {cause}). Install it with '
+            f"`pip install 'mmvitaccel[{EXTRAS[toolbox]}]'` (or "
+            f'`pip install {TOOLBOXES[toolbox]}`).')
+    if 'mmcv._ext' in str(cause):
+        from .compat import MMCV_OPS_FIX
+        text += ' ' + MMCV_OPS_FIX.format(cause=cause)
+    elif toolbox == 'mmaction' and 'drn' in str(cause):
+        text += (' The mmaction2 1.2.0 wheel lacks models/localizers/drn: '
+                 'call mmvitaccel.compat.apply() (or '
+                 'mmvitaccel.compat.patch_mmaction_drn()) before importing '
+                 'mmaction, as our tools do.')
+    return text
+
+
+def _stand_in(name, module, toolbox, registries, cause):
+    """A class registered as ``name`` while ``module`` cannot be imported.
+
+    Args:
+        name (str): the component's registered name.
+        module (str): our module that defines it.
+        toolbox (str): the toolbox's import name.
+        registries (list[Registry]): where ``name`` is registered.
+        cause (BaseException): why the import failed.
+
+    Returns:
+        type: the stand-in class.
+    """
+
+    def __new__(cls, *args, **kwargs):
+        real = _retry(name)
+        if real is None:
+            raise ToolboxMissing(_message(name, toolbox, cls._cause))
+        return real(*args, **kwargs)
+
+    return type(name, (), dict(
+        __new__=__new__, __module__=module, _cause=cause, _module=module,
+        _toolbox=toolbox, _registries=registries,
+        __doc__=f'Stand-in: {_message(name, toolbox, cause)}'))
+
+
+def _retry(name):
+    """Import the module of a skipped component again.
+
+    Args:
+        name (str): the component's registered name.
+
+    Returns:
+        type | None: the real class, or None if the import still fails.
+    """
+    stand_in = _MISSING.get(name)
+    if stand_in is None:
+        return None
+    module = stand_in._module
+    siblings = [n for n, s in _MISSING.items() if s._module == module]
+    for sibling in siblings:  # the real module registers these names
+        for registry in _MISSING[sibling]._registries:
+            if registry._module_dict.get(sibling) is _MISSING[sibling]:
+                del registry._module_dict[sibling]
+    try:
+        real = importlib.import_module(module)
+    except ImportError as e:
+        for sibling in siblings:
+            stand_in = _MISSING[sibling]
+            stand_in._cause = e
+            for registry in stand_in._registries:
+                registry.register_module(name=sibling, module=stand_in,
+                                         force=True)
+        return None
+    found = {id(_MISSING.pop(n)): getattr(real, n) for n in siblings}
+    for loaded in list(sys.modules.values()):  # our namespaces, re-exports
+        if getattr(loaded, '__name__', '').split('.')[0] != 'mmvitaccel':
+            continue
+        for key, value in list(vars(loaded).items()):
+            if id(value) in found:
+                setattr(loaded, key, found[id(value)])
+    return getattr(real, name)
+
+
+def toolbox_error(toolbox):
+    """Why ``toolbox`` cannot be used, or None if its models import.
+
+    Args:
+        toolbox (str): a key of :data:`TOOLBOXES`.
+
+    Returns:
+        ImportError | None: the error of ``import <toolbox>.models``.
+    """
+    if toolbox not in TOOLBOXES:
+        raise ValueError(f'toolbox must be one of {sorted(TOOLBOXES)}, '
+                         f'got {toolbox!r}')
+    try:
+        if importlib.util.find_spec(toolbox) is None:
+            raise ModuleNotFoundError(f'No module named {toolbox!r}')
+        importlib.import_module(f'{toolbox}.models')
+    except ImportError as e:
+        return e
+    return None
+
+
+def import_optional(module, toolboxes, names, registries, namespace=None,
+                    exported=()):
+    """Import one of our modules that needs ``toolboxes``, or stand in.
+
+    Only a failing toolbox makes stand-ins: an import error of our own
+    module while its toolboxes import is raised as it is.
+
+    Args:
+        module (str): our module, e.g.
+            ``'mmvitaccel.models.backbones.stvit_swin3d'``.
+        toolboxes (tuple[str]): keys of :data:`TOOLBOXES` it needs.
+        names (list[str]): the names ``module`` registers, and exports.
+        registries (list[Registry]): the registries ``names`` go to.
+        namespace (dict, optional): a package's ``globals()``: each name is
+            bound there to the real class or its stand-in.
+        exported (list[str]): names ``module`` exports without registering
+            them (a stand-in too, bound in ``namespace`` only).
+
+    Returns:
+        bool: whether the real module was imported.
+    """
+    failed = [(t, e) for t in toolboxes
+              for e in [toolbox_error(t)] if e is not None]
+    try:
+        if failed:
+            raise failed[0][1]
+        real = importlib.import_module(module)
+    except ImportError as e:
+        if not failed:
+            raise
+        toolbox = failed[0][0]
+        for name in list(names) + list(exported):
+            registered = registries if name in names else []
+            stand_in = _stand_in(name, module, toolbox, registered, e)
+            _MISSING[name] = stand_in
+            for registry in registered:
+                registry.register_module(name=name, module=stand_in,
+                                         force=True)
+            if namespace is not None:
+                namespace[name] = stand_in
+        return False
+    if namespace is not None:
+        namespace.update({name: getattr(real, name)
+                          for name in list(names) + list(exported)})
+    return True
+
+
+def missing_components():
+    """The components skipped so far, with their toolbox.
+
+    Returns:
+        dict[str, str]: name -> toolbox.
+    """
+    return {name: s._toolbox for name, s in _MISSING.items()}
+
+
+def retry_missing():
+    """Try every skipped component's import again (after an environment
+    fix). Where it now imports, the registries and our package namespaces
+    get the real classes.
+
+    Returns:
+        list[str]: the names that now import.
+    """
+    done = []
+    for name in list(_MISSING):
+        if name not in _MISSING:
+            continue  # a sibling's retry imported it
+        module = _MISSING[name]._module
+        siblings = [n for n, s in _MISSING.items() if s._module == module]
+        if _retry(name) is not None:
+            done += siblings
+    return done
