@@ -15,6 +15,7 @@ Example::
     cfg = accelerate_config(
         'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py', 'stvit-r')
 """
+import copy
 import os.path as osp
 
 from mmengine.config import Config
@@ -24,10 +25,13 @@ from .hosts import find_host
 from .placement import METHODS, Upstream, method_backbone
 
 __all__ = ['METHODS', 'accelerate_config', 'acceleration',
-           'accelerated_config_text', 'load_upstream_config']
+           'accelerated_config_text', 'checked_hooks',
+           'load_upstream_config']
 
 #: what every accelerated config adds: the package's registries
 CUSTOM_IMPORT = 'mmvitaccel'
+#: and the hook that reads upstream checkpoints through our readers
+CHECK_HOOK = 'CheckpointCheckHook'
 
 
 def load_upstream_config(config):
@@ -72,7 +76,8 @@ def acceleration(cfg, method, toolbox=None, config=None, checkpoint=None,
 
     Returns:
         tuple[dict, list[str]]: the delta (``model.backbone`` with
-        ``_delete_=True``, ``custom_imports``, and the method's other
+        ``_delete_=True``, ``custom_imports``, ``custom_hooks`` with the
+        checkpoint check (:func:`checked_hooks`), and the method's other
         changes) and notes of what was translated.
     """
     host = find_host(cfg, toolbox)
@@ -84,6 +89,7 @@ def acceleration(cfg, method, toolbox=None, config=None, checkpoint=None,
         imports.append(CUSTOM_IMPORT)
     delta = dict(custom_imports=dict(imports=imports,
                                      allow_failed_imports=False),
+                 custom_hooks=checked_hooks(cfg),
                  model=dict(backbone=dict(_delete_=True, **backbone)))
     if not cfg.get('default_scope'):
         delta['default_scope'] = host.toolbox
@@ -94,6 +100,27 @@ def acceleration(cfg, method, toolbox=None, config=None, checkpoint=None,
             target = target.setdefault(parent, {})
         target[leaf] = value
     return delta, list(host.notes)
+
+
+def checked_hooks(cfg):
+    """``cfg``'s ``custom_hooks`` with
+    :class:`~mmvitaccel.engine.CheckpointCheckHook` added, so that a written
+    config reads an upstream checkpoint through our backbones' readers
+    (DGSSA's V from QKV, hMHSA's halved Q and K, another toolbox's Swin
+    names) under any runner: upstream ``tools/train.py``, ``mim train`` or
+    ``Runner.from_cfg``, not only ours.
+
+    Args:
+        cfg (mmengine.Config): the upstream config.
+
+    Returns:
+        list[dict]: its hooks (kept as they are), then ours, once.
+    """
+    hooks = copy.deepcopy(cfg.to_dict().get('custom_hooks') or [])
+    if not any(str(h.get('type', '')).split('.')[-1] == CHECK_HOOK
+               for h in hooks):
+        hooks.append(dict(type=f'mmvitaccel.{CHECK_HOOK}'))
+    return hooks
 
 
 def accelerate_config(cfg, method, checkpoint=None, **options):
