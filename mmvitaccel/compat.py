@@ -7,7 +7,7 @@ Our tools (``tools/*.py``) and the test harness call :func:`apply` first;
 a user's own script can do the same::
 
     from mmvitaccel import compat
-    compat.apply()          # before the first mmaction import, see item 1
+    compat.apply()
 
 or pick single fixes (each function below is idempotent). Which fix does
 what, and what each costs a user who does not apply it, is in
@@ -43,9 +43,10 @@ what, and what each costs a user who does not apply it, is in
    torch < 2.4 has no allow-list, and nothing is added.
 
 3. **mmcv without its compiled ops** (``mmcv-lite``, or an sdist built
-   without ``MMCV_WITH_OPS=1``) makes mmdet fail deep inside its import with
-   ``No module named 'mmcv._ext'``. :func:`check_mmcv_ops` says so up front
-   and names the fix.
+   without ``MMCV_WITH_OPS=1``) makes mmdet, mmseg and mmaction2 fail deep
+   inside their imports with ``No module named 'mmcv._ext'``. Their
+   components of ours then stand in (:mod:`mmvitaccel.toolboxes`), and
+   building one names :data:`MMCV_OPS_FIX`; nothing is applied here.
 
 4. **mmengine 0.10.7's launchers assume CUDA.** ``_init_dist_pytorch`` and
    ``_init_dist_slurm`` call ``torch.cuda.set_device`` (the slurm one also
@@ -115,6 +116,16 @@ def mmaction_drn_missing():
     return not osp.isdir(osp.join(pkg_dir, 'models', 'localizers', 'drn'))
 
 
+def drn_shim_needed():
+    """Whether mmaction lacks DRN and the placeholders are not in place.
+
+    Returns:
+        bool: True while ``import mmaction.models`` would fail for DRN.
+        Does not import mmaction.
+    """
+    return mmaction_drn_missing() and _DRN_PACKAGE not in sys.modules
+
+
 def patch_mmaction_drn():
     """Register placeholder ``drn`` modules so ``mmaction.models`` imports.
 
@@ -142,6 +153,8 @@ def patch_mmaction_drn():
     package.drn = module
     sys.modules[_DRN_PACKAGE] = package
     sys.modules[_DRN_PACKAGE + '.drn'] = module
+    from .toolboxes import retry_missing
+    retry_missing()  # our mmaction components, skipped at import
     return True
 
 
@@ -221,7 +234,82 @@ def renamed_safe_globals_supported():
         bool: True from torch 2.6 on (see the module docstring, item 2).
     """
     import torch
-    return tuple(int(p) for p in torch.__version__.split('+')[0].split('.')[:2]) >= (2, 6)
+    release = torch.__version__.split('+')[0].split('.')[:2]
+    return tuple(int(p) for p in release) >= (2, 6)
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    """torch < 2.6: what ``torch.load(weights_only=True)`` allows (torch's
+    own list for tensors and storages) plus mmengine's checkpoint globals
+    (:func:`_mmengine_checkpoint_globals`); any other global is refused."""
+
+    def find_class(self, module, name):
+        import _compat_pickle  # protocol 2 names (``__builtin__``), as
+        # pickle's own find_class maps them
+        module, name = _compat_pickle.NAME_MAPPING.get((module, name),
+                                                       (module, name))
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        allowed = _restricted_globals()
+        full = f'{module}.{name}'
+        if full not in allowed:
+            raise pickle.UnpicklingError(
+                f'mmvitaccel refuses {full} in a checkpoint (it could run '
+                'code when unpickled); load it with torch.load(..., '
+                'weights_only=False) only if you trust it.')
+        return allowed[full]
+
+
+def _restricted_globals():
+    """``{'module.name': object}`` for :class:`_RestrictedUnpickler`."""
+    import codecs
+
+    from torch import _weights_only_unpickler
+    allowed = dict(_weights_only_unpickler._get_allowed_globals())
+    # numpy scalars pickle their bytes as _codecs.encode(text, 'latin1'),
+    # which torch's own list allows from 2.4 on
+    allowed['_codecs.encode'] = codecs.encode
+    for entry in _mmengine_checkpoint_globals():
+        obj, name = entry if isinstance(entry, tuple) else \
+            (entry, f'{entry.__module__}.{entry.__qualname__}')
+        allowed[name] = obj
+        if name.startswith('numpy.core.'):  # written under numpy 2
+            allowed['numpy._core.' + name[len('numpy.core.'):]] = obj
+    return allowed
+
+
+#: a ``pickle_module`` for ``torch.load`` (see :func:`load_checkpoint_safely`)
+RESTRICTED_PICKLE = types.SimpleNamespace(
+    Unpickler=_RestrictedUnpickler,
+    load=lambda f, **kwargs: _RestrictedUnpickler(f, **kwargs).load(),
+    __name__='mmvitaccel.compat.RESTRICTED_PICKLE')
+
+
+def load_checkpoint_safely(filename, map_location='cpu'):
+    """Load a runner checkpoint without running code from it.
+
+    From torch 2.6 on, ``torch.load(weights_only=True)`` with mmengine's
+    classes allow-listed (:func:`allow_mmengine_checkpoints`); before, the
+    same allow-list through our restricted unpickler (torch < 2.6 loads
+    with ``weights_only=False`` by default, and cannot allow-list the
+    message hub's ``getattr``).
+
+    Args:
+        filename (str): a checkpoint file.
+        map_location (str): where the tensors go.
+
+    Returns:
+        dict: the checkpoint.
+
+    Raises:
+        pickle.UnpicklingError: for any other global in the pickle.
+    """
+    import torch
+    if renamed_safe_globals_supported():
+        allow_mmengine_checkpoints()
+        return torch.load(filename, map_location=map_location,
+                          weights_only=True)
+    return torch.load(filename, map_location=map_location,
+                      weights_only=False, pickle_module=RESTRICTED_PICKLE)
 
 
 MMCV_OPS_FIX = (
@@ -231,19 +319,6 @@ MMCV_OPS_FIX = (
     'into .venv), or build it into your environment with '
     '`MMCV_WITH_OPS=1 pip install --no-build-isolation --no-binary mmcv mmcv==2.1.0` '
     '(torch >= 2.6 headers need -std=c++20 in mmcv\'s setup.py). Cause: {cause}')
-
-
-def check_mmcv_ops():
-    """Refuse clearly when mmcv is missing or lacks its compiled ops.
-
-    Raises:
-        ImportError: naming the fix (see :data:`MMCV_OPS_FIX`).
-    """
-    try:
-        import mmcv  # noqa: F401
-        importlib.import_module('mmcv._ext')
-    except ImportError as e:
-        raise ImportError(MMCV_OPS_FIX.format(cause=e)) from e
 
 
 def _cpu_safe_init(init, slurm=False):
@@ -348,7 +423,10 @@ def explicit_checkpoint_reentrancy():
     for name, attr in CHECKPOINTING_UPSTREAM.items():
         if importlib.util.find_spec(name.split('.')[0]) is None:
             continue
-        module = importlib.import_module(name)
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # noqa: B902 (a toolbox that does not import)
+            continue
         current = getattr(module, attr, None)
         if current is torch.utils.checkpoint or \
                 current is EXPLICIT_CHECKPOINT:

@@ -30,6 +30,8 @@ EXTRAS = {'mmdet': 'mmdet', 'mmseg': 'mmseg', 'mmaction': 'mmaction'}
 
 #: component name -> its stand-in, for the components skipped so far
 _MISSING = {}
+#: component name -> its real class, for those imported on a retry
+_RESOLVED = {}
 
 
 class ToolboxMissing(ImportError):
@@ -52,15 +54,16 @@ def _message(name, toolbox, cause):
     return text
 
 
-def _stand_in(name, module, toolbox, registries, cause):
+def _stand_in(name, module, toolboxes, registries, cause):
     """A class registered as ``name`` while ``module`` cannot be imported.
 
     Args:
         name (str): the component's registered name.
         module (str): our module that defines it.
-        toolbox (str): the toolbox's import name.
+        toolboxes (tuple[str]): the toolboxes it needs; the first is the
+            one that failed.
         registries (list[Registry]): where ``name`` is registered.
-        cause (BaseException): why the import failed.
+        cause (BaseException): why the toolbox does not import.
 
     Returns:
         type: the stand-in class.
@@ -69,61 +72,85 @@ def _stand_in(name, module, toolbox, registries, cause):
     def __new__(cls, *args, **kwargs):
         real = _retry(name)
         if real is None:
-            raise ToolboxMissing(_message(name, toolbox, cls._cause))
+            raise ToolboxMissing(_message(name, cls._toolbox, cls._cause))
         return real(*args, **kwargs)
 
     return type(name, (), dict(
         __new__=__new__, __module__=module, _cause=cause, _module=module,
-        _toolbox=toolbox, _registries=registries,
-        __doc__=f'Stand-in: {_message(name, toolbox, cause)}'))
+        _toolbox=toolboxes[0], _toolboxes=tuple(toolboxes),
+        _registries=registries,
+        __doc__=f'Stand-in: {_message(name, toolboxes[0], cause)}'))
+
+
+def _register(stand_ins):
+    """Put ``{name: stand_in}`` (back) into their registries."""
+    for name, stand_in in stand_ins.items():
+        for registry in stand_in._registries:
+            registry.register_module(name=name, module=stand_in, force=True)
 
 
 def _retry(name):
-    """Import the module of a skipped component again.
+    """Import the module of a skipped component again, if its toolboxes
+    now import (after an environment fix).
+
+    An import error of our module while its toolboxes import is a bug of
+    ours, raised as it is (the stand-ins stay registered).
 
     Args:
         name (str): the component's registered name.
 
     Returns:
-        type | None: the real class, or None if the import still fails.
+        type | None: the real class, or None while a toolbox still fails.
     """
+    if name in _RESOLVED:  # a stand-in kept from before the fix
+        return _RESOLVED[name]
     stand_in = _MISSING.get(name)
     if stand_in is None:
         return None
+    for toolbox in stand_in._toolboxes:
+        error = toolbox_error(toolbox)
+        if error is not None:
+            stand_in._toolbox, stand_in._cause = toolbox, error
+            return None
     module = stand_in._module
-    siblings = [n for n, s in _MISSING.items() if s._module == module]
-    for sibling in siblings:  # the real module registers these names
-        for registry in _MISSING[sibling]._registries:
-            if registry._module_dict.get(sibling) is _MISSING[sibling]:
+    siblings = {n: s for n, s in _MISSING.items() if s._module == module}
+    for sibling, sibling_stand_in in siblings.items():
+        for registry in sibling_stand_in._registries:  # the module's names
+            if registry._module_dict.get(sibling) is sibling_stand_in:
                 del registry._module_dict[sibling]
     try:
         real = importlib.import_module(module)
-    except ImportError as e:
-        for sibling in siblings:
-            stand_in = _MISSING[sibling]
-            stand_in._cause = e
-            for registry in stand_in._registries:
-                registry.register_module(name=sibling, module=stand_in,
-                                         force=True)
-        return None
-    found = {id(_MISSING.pop(n)): getattr(real, n) for n in siblings}
+    except BaseException:
+        _register(siblings)
+        raise
+    found = {}
+    for sibling, sibling_stand_in in siblings.items():
+        del _MISSING[sibling]
+        _RESOLVED[sibling] = found[id(sibling_stand_in)] = getattr(
+            real, sibling)
     for loaded in list(sys.modules.values()):  # our namespaces, re-exports
         if getattr(loaded, '__name__', '').split('.')[0] != 'mmvitaccel':
             continue
         for key, value in list(vars(loaded).items()):
             if id(value) in found:
                 setattr(loaded, key, found[id(value)])
-    return getattr(real, name)
+    return _RESOLVED[name]
 
 
 def toolbox_error(toolbox):
     """Why ``toolbox`` cannot be used, or None if its models import.
 
+    The mmaction2 1.2.0 wheel without its DRN sources is reported without
+    importing it (a failed ``import mmaction.models`` leaves half-made
+    modules behind): :func:`mmvitaccel.compat.patch_mmaction_drn` fixes it.
+
     Args:
         toolbox (str): a key of :data:`TOOLBOXES`.
 
     Returns:
-        ImportError | None: the error of ``import <toolbox>.models``.
+        Exception | None: what ``import <toolbox>.models`` raised (an
+        installed toolbox may also refuse with another error, e.g. an
+        assertion on the mmcv version).
     """
     if toolbox not in TOOLBOXES:
         raise ValueError(f'toolbox must be one of {sorted(TOOLBOXES)}, '
@@ -131,8 +158,13 @@ def toolbox_error(toolbox):
     try:
         if importlib.util.find_spec(toolbox) is None:
             raise ModuleNotFoundError(f'No module named {toolbox!r}')
+        if toolbox == 'mmaction':
+            from .compat import drn_shim_needed
+            if drn_shim_needed():
+                raise ImportError(
+                    "No module named 'mmaction.models.localizers.drn'")
         importlib.import_module(f'{toolbox}.models')
-    except ImportError as e:
+    except Exception as e:  # noqa: B902 (a broken toolbox is a missing one)
         return e
     return None
 
@@ -160,24 +192,18 @@ def import_optional(module, toolboxes, names, registries, namespace=None,
     """
     failed = [(t, e) for t in toolboxes
               for e in [toolbox_error(t)] if e is not None]
-    try:
-        if failed:
-            raise failed[0][1]
-        real = importlib.import_module(module)
-    except ImportError as e:
-        if not failed:
-            raise
-        toolbox = failed[0][0]
+    if failed:
+        toolbox, error = failed[0]
+        order = (toolbox, ) + tuple(t for t in toolboxes if t != toolbox)
         for name in list(names) + list(exported):
             registered = registries if name in names else []
-            stand_in = _stand_in(name, module, toolbox, registered, e)
+            stand_in = _stand_in(name, module, order, registered, error)
             _MISSING[name] = stand_in
-            for registry in registered:
-                registry.register_module(name=name, module=stand_in,
-                                         force=True)
+            _register({name: stand_in})
             if namespace is not None:
                 namespace[name] = stand_in
         return False
+    real = importlib.import_module(module)  # our own error: raised as is
     if namespace is not None:
         namespace.update({name: getattr(real, name)
                           for name in list(names) + list(exported)})

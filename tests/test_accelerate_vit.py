@@ -379,7 +379,12 @@ def test_the_classification_studys_rows_are_the_switchs(
     assert ours == theirs
     for key in ('optim_wrapper', 'param_scheduler', 'train_cfg'):
         assert study[key] == switch[key], key
+    # the switch also writes the checkpoint check, which the study's runs
+    # get from our tools
     hooks = [{h['type'] for h in c.get('custom_hooks', [])
-              if h['type'] != 'mmvitaccel.StepSeedHook'}
+              if h['type'] not in ('mmvitaccel.StepSeedHook',
+                                   'mmvitaccel.CheckpointCheckHook')}
              for c in (study, switch)]
     assert hooks[0] == hooks[1]
+    assert 'mmvitaccel.CheckpointCheckHook' in {
+        h['type'] for h in switch['custom_hooks']}

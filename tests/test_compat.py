@@ -39,6 +39,13 @@ def test_mmaction_fails_without_shim():
     assert 'drn' in proc.stderr
 
 
+#: the allow-list is torch's from 2.6 on (weights_only by default)
+needs_allow_list = pytest.mark.skipif(
+    not compat.renamed_safe_globals_supported(),
+    reason='torch < 2.6 loads with weights_only=False by default and cannot '
+    'allow-list the message hub (load_checkpoint_safely covers it there)')
+
+
 def _runner_like_checkpoint():
     """What mmengine's runner saves besides tensors."""
     import numpy as np
@@ -55,6 +62,7 @@ def _runner_like_checkpoint():
         message_hub=hub.state_dict())
 
 
+@needs_allow_list
 def test_mmengine_checkpoint_loads_with_weights_only():
     buf = io.BytesIO()
     torch.save(_runner_like_checkpoint(), buf)
@@ -64,6 +72,7 @@ def test_mmengine_checkpoint_loads_with_weights_only():
     assert ckpt['message_hub']['log_scalars']['train/loss'].current() == 1.5
 
 
+@needs_allow_list
 def test_allow_list_is_needed():
     buf = io.BytesIO()
     torch.save(_runner_like_checkpoint(), buf)
@@ -77,6 +86,7 @@ def test_allow_list_is_needed():
         torch.serialization.add_safe_globals(saved)
 
 
+@needs_allow_list
 def test_numpy1_checkpoints_load():
     """A numpy array pickled under numpy 1.x names ``numpy.core``."""
     import numpy as np
@@ -94,6 +104,7 @@ class Arbitrary:
     """Not on any allow-list."""
 
 
+@needs_allow_list
 def test_arbitrary_pickles_still_refused(monkeypatch):
     buf = io.BytesIO()
     torch.save(dict(obj=Arbitrary()), buf)
@@ -106,6 +117,7 @@ def test_arbitrary_pickles_still_refused(monkeypatch):
     assert isinstance(torch.load(buf)['obj'], Arbitrary)
 
 
+@needs_allow_list
 def test_getattr_is_restricted_to_history_buffer():
     """A pickle that uses getattr as a gadget is refused."""
     import numpy as np
@@ -142,3 +154,23 @@ def test_upstream_checkpointing_names_use_reentrant(name):
         warnings.filterwarnings('error', message='.*use_reentrant.*')
         block(x, (4, 4)).sum().backward()
     assert block.attn.w_msa.qkv.weight.grad is not None
+
+
+def test_load_checkpoint_safely_on_every_torch(tmp_path):
+    """A runner checkpoint (message hub, numpy) loads; a pickle that would
+    run code is refused, before it runs, on the old torch too."""
+    import numpy as np
+    path = str(tmp_path / 'runner.pth')
+    torch.save(_runner_like_checkpoint(), path)
+    ckpt = compat.load_checkpoint_safely(path)
+    assert ckpt['meta']['epoch'] == 3 and ckpt['meta']['seed'] == 7
+    assert ckpt['message_hub']['log_scalars']['train/loss'].current() == 1.5
+
+    class Gadget:
+
+        def __reduce__(self):
+            return getattr, (np.ndarray, 'tofile')
+
+    torch.save(dict(g=Gadget(), other=Arbitrary()), path)
+    with pytest.raises(pickle.UnpicklingError):
+        compat.load_checkpoint_safely(path)

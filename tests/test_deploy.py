@@ -13,11 +13,19 @@ from mmvitaccel.apis.deploy import (check_exportable,
                                     onnx_parity,
                                     runtime_callable)
 from mmvitaccel.apis.harness import build_model, load_config
+from mmvitaccel.apis.torch_version import (DEPLOY_TORCH, require_torch,
+                                           torch_release)
 from mmvitaccel.ops import is_capturing, mask_or_none, pad_to_multiple
 
 from .tolerance import rounding_tol
-from .tolerance import rounding_tol
 from .utils import REPO, TINY_MODELS
+
+#: ONNX export and torch.compile deployment: refused by name before torch
+#: 2.5 (test_deployment_refuses_an_old_torch_by_name)
+needs_deploy_torch = pytest.mark.skipif(
+    torch_release() < DEPLOY_TORCH,
+    reason='deployment (ONNX export, torch.compile) needs torch >= 2.5 and '
+    'refuses older ones by name')
 
 pytest.importorskip('onnxruntime')
 pytest.importorskip('onnxscript')
@@ -93,6 +101,7 @@ def tiny_module(family, batch_size=1, **options):
     return deploy_module(build_model(cfg), cfg, batch_size)
 
 
+@needs_deploy_torch
 @pytest.mark.slow
 @pytest.mark.parametrize('family', sorted(FAMILIES))
 def test_onnx_export_matches_pytorch(family, tmp_path):
@@ -121,6 +130,7 @@ def onnx_op_types(onnx_file):
 DYNAMIC = {'hvit_pvtv2_deploy'}
 
 
+@needs_deploy_torch
 @pytest.mark.slow
 @pytest.mark.parametrize('family', sorted(DYNAMIC))
 def test_dynamic_size_export_matches_pytorch(family, tmp_path):
@@ -156,6 +166,7 @@ def test_dynamic_size_is_refused_before_capture(family, tmp_path,
     assert 'branches on the input size in ' in str(e.value)
 
 
+@needs_deploy_torch
 def test_dynamic_size_guard_outside_the_table(tmp_path):
     """A size branch that no table knows of is still refused with
     torch.export's guard and the way out."""
@@ -170,6 +181,7 @@ def test_dynamic_size_guard_outside_the_table(tmp_path):
                     dynamic=True)
 
 
+@needs_deploy_torch
 @pytest.mark.slow
 def test_export_tool_check(tmp_path, capsys):
     """tools/deployment/export_onnx.py --check on a small PVTv2 hMHSA +
@@ -192,6 +204,7 @@ def test_export_tool_check(tmp_path, capsys):
     assert osp.getsize(out) > 0
 
 
+@needs_deploy_torch
 @pytest.mark.slow
 def test_export_tool_video_recognizer(tmp_path, capsys):
     """export_onnx.py on a video config (--shape T H W): the recognizer
@@ -216,6 +229,7 @@ def test_export_tool_video_recognizer(tmp_path, capsys):
     assert 'check passed' in text and 'outputs [(1, 400)]' in text
 
 
+@needs_deploy_torch
 @pytest.mark.slow
 @pytest.mark.parametrize('family', sorted(FAMILIES))
 def test_compile_fullgraph_matches_eager(family):
@@ -258,8 +272,8 @@ def test_capture_takes_the_general_branch(monkeypatch):
     if hasattr(torch.compiler, 'is_compiling'):
         monkeypatch.setattr(torch.compiler, 'is_compiling', lambda: True)
     else:  # torch < 2.3
-        import torch._dynamo
-        monkeypatch.setattr(torch._dynamo, 'is_compiling', lambda: True)
+        from torch import _dynamo
+        monkeypatch.setattr(_dynamo, 'is_compiling', lambda: True)
     assert is_capturing()
     assert mask_or_none(valid) is valid
     x, valid = pad_to_multiple(torch.randn(1, 5, 3, 2), 4)
@@ -268,6 +282,7 @@ def test_capture_takes_the_general_branch(monkeypatch):
         [[False] * 4] * 3
 
 
+@needs_deploy_torch
 def test_compile_runtime_takes_upstream_numpy_drop_rates(monkeypatch):
     """``runtime_callable(..., 'compile')`` on a plain mmpretrain ViT, whose
     drop-path rates are numpy scalars (``np.linspace``): one graph
@@ -293,6 +308,7 @@ def test_compile_runtime_takes_upstream_numpy_drop_rates(monkeypatch):
     assert max_abs_diff(ref, got) == 0
 
 
+@needs_deploy_torch
 @pytest.mark.slow
 @pytest.mark.parametrize('runtime', ['compile', 'onnxruntime'])
 def test_benchmark_runtime(runtime, monkeypatch):
@@ -322,6 +338,7 @@ def test_benchmark_runtime(runtime, monkeypatch):
     assert len(result.throughput['candidate']) == 2
 
 
+@needs_deploy_torch
 @pytest.mark.slow
 def test_profile_tool_sums_kernel_time_by_operator(capsys):
     """tools/analysis/profile_ops.py --runtime onnxruntime: onnxruntime's
@@ -349,3 +366,20 @@ def test_profile_tool_sums_kernel_time_by_operator(capsys):
     assert result['seconds_per_call'] > 0
     assert 'kernel time by operator type over 2 calls' in \
         capsys.readouterr().out
+
+
+def test_deployment_refuses_an_old_torch_by_name():
+    """Before torch 2.5 the deployment entry points refuse with the version
+    they need and the one found, before any capture."""
+    with pytest.raises(RuntimeError, match=r'needs torch >= 2\.5; this is '
+                       r'torch 2\.1\.2\+cu121'):
+        require_torch(DEPLOY_TORCH, 'ONNX export', version='2.1.2+cu121')
+    require_torch(DEPLOY_TORCH, 'ONNX export', version='2.14.1')
+    if torch_release() >= DEPLOY_TORCH:
+        return
+    from mmvitaccel.apis.deploy import compile_parity, export_program
+    module = torch.nn.Linear(2, 2).eval()
+    with pytest.raises(RuntimeError, match=r'needs torch >= 2\.5'):
+        export_program(module, torch.randn(1, 2))
+    with pytest.raises(RuntimeError, match=r'needs torch >= 2\.5'):
+        compile_parity(module, [(2, 2)])

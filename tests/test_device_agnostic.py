@@ -41,6 +41,7 @@ from mmengine.config import config as mm_config
 from mmengine.config import utils as mm_config_utils
 from mmengine.registry import DefaultScope, init_default_scope
 
+from mmvitaccel.apis.torch_version import torch_release
 from mmvitaccel import ops
 from mmvitaccel.ops import HOST_READS, host_sync, recorded_host_reads, windows
 from mmvitaccel.ops.host_sync import device_constant, recorded_host_copies
@@ -173,9 +174,11 @@ def test_host_copies_are_recorded(monkeypatch):
         lambda: on.new_tensor([1, 2]),
         lambda: on.clone().copy_(host),
         lambda: on[[0, 2]],
-        lambda: on[torch.tensor([0, 2])],
-        lambda: on.clone().__setitem__(0, host[0]),
     ]
+    if torch_release() >= (2, 2):  # before, indexing by a tensor and item
+        # assignment bypass torch function modes (the recorder cannot see)
+        copies += [lambda: on[torch.tensor([0, 2])],
+                   lambda: on.clone().__setitem__(0, host[0])]
     for make in copies:
         with recorded_host_copies() as seen:
             make()

@@ -106,3 +106,22 @@ def test_the_checkpoint_hook_counts_each_tensor_once():
         hook.after_load_checkpoint(
             runner, dict(state_dict=_vit(WIDE).state_dict(), meta={}))
     assert _counted(hook.report) == Counter(list(model.state_dict()))
+
+
+def test_the_hook_reads_the_configs_opt_out():
+    """A hook written into ``custom_hooks`` (by ``tools/accelerate.py``)
+    takes the config's ``checkpoint_check.min_loaded_share`` under any
+    runner; an explicit argument wins."""
+    from mmengine.config import Config
+    model = _vit(NARROW)
+    wide = dict(state_dict=_vit(WIDE).state_dict(), meta={})
+    opt_out = Config(dict(checkpoint_check=dict(min_loaded_share=0)))
+    runner = SimpleNamespace(model=model, _load_from='wide.pth',
+                             _resume=False, cfg=opt_out)
+    CheckpointCheckHook().after_load_checkpoint(runner, dict(wide))
+    with pytest.raises(ValueError, match='matches'):
+        CheckpointCheckHook(min_loaded_share=0.5).after_load_checkpoint(
+            runner, dict(wide))
+    runner.cfg = Config(dict(checkpoint_check=dict(min_loaded_share=2)))
+    with pytest.raises(ValueError, match=r'in \[0, 1\]'):
+        CheckpointCheckHook().after_load_checkpoint(runner, dict(wide))

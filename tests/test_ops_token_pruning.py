@@ -89,8 +89,8 @@ class _Dtypes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        self.seen.update(t.dtype for t in torch.utils._pytree.tree_leaves(out)
-                         if isinstance(t, torch.Tensor))
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        self.seen.update(t.dtype for t in outs if isinstance(t, torch.Tensor))
         return out
 
 

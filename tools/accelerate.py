@@ -39,7 +39,7 @@ warnings.filterwarnings('ignore', message='pkg_resources is deprecated',
                         category=UserWarning)
 
 #: what the library raises for a request it refuses (a refusal is one line)
-REFUSALS = (ValueError, TypeError, KeyError, OSError)
+REFUSALS = (ValueError, TypeError, KeyError, OSError, ImportError)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -18,7 +18,7 @@ import sys
 import torch
 from mmengine.config import DictAction
 from mmengine.registry import MODELS, DefaultScope, init_default_scope
-from mmengine.runner.checkpoint import load_checkpoint
+from mmengine.runner.checkpoint import _load_checkpoint_to_model
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -79,11 +79,11 @@ def main(argv=None):
                          '(model.backbone.deploy=False): CKPT holds the '
                          'training branches')
     model = build(cfg)
-    # one load, under torch's weights_only default (plain data and the
-    # mmengine classes mmvitaccel.compat allows; a checkpoint that would run
-    # code when unpickled is refused); its meta goes into the deploy one
-    ckpt = load_checkpoint(model, args.checkpoint, map_location='cpu',
-                           strict=True)
+    # one load, of plain data and the mmengine classes mmvitaccel.compat
+    # allows (a checkpoint that would run code when unpickled is refused,
+    # on every torch); its meta goes into the deploy one
+    ckpt = mmvitaccel.compat.load_checkpoint_safely(args.checkpoint)
+    _load_checkpoint_to_model(model, ckpt, strict=True)
     model.eval()
     x = torch.randn(*args.check_shape)
     backbone = getattr(model, 'backbone', model)

@@ -9,7 +9,8 @@ The convention, used by every number this project reports:
   softmax, pooling with ``max`` etc. count zero; normalisation layers count
   what mmengine's handles say (``layer_norm``/``group_norm`` ``5 * numel``
   with affine parameters, eval ``batch_norm`` ``2 * numel``).
-* The model runs in eval mode under ``torch.no_grad()``.
+* The model runs in eval mode under ``torch.no_grad()`` (with gradients on
+  torch < 2.2, see below).
 * Handles are added for ops that mmengine 0.10.7 misses but that carry real
   matrix-multiply work on torch >= 2 (see :data:`EXTRA_FLOP_HANDLES`):
   ``aten::scaled_dot_product_attention`` (used by mmpretrain's attention),
@@ -18,7 +19,9 @@ The convention, used by every number this project reports:
   like mmengine's 2-d one (video heads). The PyTorch fast path of
   ``nn.MultiheadAttention`` (``aten::_native_multi_head_attention``, taken in
   eval mode under ``no_grad``) is switched off while counting so that the
-  projections and the attention are counted like the regular path.
+  projections and the attention are counted like the regular path; torch
+  < 2.2 has no switch for it, so there the count runs with gradients on,
+  which keeps the module off the fast path as well.
 * For adaptive models whose token count depends on the content, the FLOPs of
   a model are the **mean over the given inputs** of the analyzer's total
   (:func:`average_flops`).

@@ -21,6 +21,7 @@ import torch.nn as nn
 
 from .harness import toolbox_of
 from .size_branches import check_dynamic_size
+from .torch_version import DEPLOY_TORCH, require_torch
 
 __all__ = [
     'TensorModule', 'deploy_module', 'python_scalars', 'check_exportable',
@@ -158,6 +159,7 @@ def clear_shape_caches():
 def export_program(module: nn.Module, x: torch.Tensor, **kwargs):
     """``torch.export.export(module, (x, ), strict=False, **kwargs)``,
     then :func:`clear_shape_caches` (also on failure)."""
+    require_torch(DEPLOY_TORCH, 'Export for deployment')
     try:
         return torch.export.export(module, (x, ), strict=False, **kwargs)
     finally:
@@ -384,6 +386,7 @@ def compile_parity(module: nn.Module,
     Returns:
         list[dict]: per shape ``{'shape', 'max_abs_diff'}``.
     """
+    require_torch(DEPLOY_TORCH, 'torch.compile(fullgraph=True) deployment')
     torch.compiler.reset()  # no cached graphs, no recompile budget used
     # one static graph per shape: automatic dynamic shapes would retrace
     # the second shape symbolically (slow, and not what is deployed)
@@ -430,6 +433,8 @@ def runtime_callable(module: nn.Module,
     """
     from ..ops import check_choice
     check_choice('runtime', runtime, RUNTIMES)
+    if runtime != 'eager':
+        require_torch(DEPLOY_TORCH, f'The {runtime} runtime')
     if runtime == 'eager':
         fn = module
     elif runtime == 'compile':

@@ -97,15 +97,15 @@ def add_checkpoint_check(cfg):
     Args:
         cfg (Config): the config.
     """
-    hooks = list(cfg.get('custom_hooks') or [])
-    if any(str(h.get('type', '')).split('.')[-1] == 'CheckpointCheckHook'
-           for h in hooks):
-        return
     options = dict(cfg.get('checkpoint_check') or {})
     unknown = set(options) - {'min_loaded_share'}
     if unknown:
         raise ValueError(f'checkpoint_check takes only min_loaded_share, got '
                          f'{sorted(unknown)}')
+    hooks = list(cfg.get('custom_hooks') or [])
+    if any(str(h.get('type', '')).split('.')[-1] == 'CheckpointCheckHook'
+           for h in hooks):
+        return  # a written config's: it reads checkpoint_check itself
     hooks.append(dict(type='mmvitaccel.CheckpointCheckHook', **options))
     cfg.custom_hooks = hooks
 

@@ -91,21 +91,22 @@ class CheckpointCheckHook(Hook):
       without the runner state (``meta``), e.g. a backbone or converted
       checkpoint, which mmengine would answer with ``KeyError: 'meta'``.
 
-    ``tools/train.py`` and ``tools/test.py`` add it to every config; the
-    config key ``checkpoint_check=dict(min_loaded_share=...)`` sets the
-    threshold, and ``min_loaded_share=0`` turns the share check off.
+    ``tools/train.py`` and ``tools/test.py`` add it to every config, and
+    ``tools/accelerate.py`` writes it into ``custom_hooks``; the config key
+    ``checkpoint_check=dict(min_loaded_share=...)`` sets the threshold
+    under any runner, and ``min_loaded_share=0`` turns the share check off.
 
     Args:
-        min_loaded_share (float): in ``[0, 1]``.
+        min_loaded_share (float, optional): in ``[0, 1]``; None (default)
+            reads the runner config's ``checkpoint_check``, else
+            :data:`MIN_LOADED_SHARE`.
     """
 
     priority = 'VERY_HIGH'
 
-    def __init__(self, min_loaded_share=MIN_LOADED_SHARE):
-        if not isinstance(min_loaded_share, (int, float)) or \
-                not 0 <= min_loaded_share <= 1:
-            raise ValueError('min_loaded_share must be a number in [0, 1], '
-                             f'got {min_loaded_share!r}')
+    def __init__(self, min_loaded_share=None):
+        if min_loaded_share is not None:
+            _check_share(min_loaded_share)
         self.min_loaded_share = min_loaded_share
         #: the last checkpoint's report: key lists ``loaded``, ``new``,
         #: ``missing``, ``unused``, ``mismatched`` and ``converted`` notes
@@ -139,21 +140,40 @@ class CheckpointCheckHook(Hook):
         report['converted'] = notes
         self.report = report
         _log_report(report, source)
-        if self.min_loaded_share == 0:
+        needed = self.min_loaded_share
+        if needed is None:
+            options = (getattr(runner, 'cfg', None) or {}).get(
+                'checkpoint_check') or {}
+            needed = _check_share(
+                options.get('min_loaded_share', MIN_LOADED_SHARE))
+        if needed == 0:
             return
         share, expected = loaded_share(report)
         matched = len(report['loaded'])
-        if share < self.min_loaded_share:
+        if share < needed:
             raise ValueError(
                 f'{source} matches {matched} of the {expected} tensors of '
                 f'this {type(model).__name__} ({share:.0%}; at least '
-                f'{self.min_loaded_share:.0%} needed; '
+                f'{needed:.0%} needed; '
                 f'{report_summary(report)}), so it is not a '
                 f'checkpoint of this model. It looks like '
                 f'{describe_checkpoint(state)}. For host weights use the '
                 f'backbone init_cfg=dict(type=\'Pretrained\', checkpoint=...) '
                 f'instead; to load it anyway set --cfg-options '
                 f'checkpoint_check.min_loaded_share=0.')
+
+
+def _check_share(share):
+    """``share`` if it is a number in ``[0, 1]``.
+
+    Raises:
+        ValueError: naming the allowed range.
+    """
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or \
+            not 0 <= share <= 1:
+        raise ValueError('min_loaded_share must be a number in [0, 1], '
+                         f'got {share!r}')
+    return share
 
 
 def _log_report(report, source):

@@ -196,7 +196,9 @@ def hallucinated_keys(k, ihh, grid, num_extra=0, mask=None):
     B, G, Nk, d = k.shape
     Hk, Wk = grid
     weight = ihh.conv.weight  # (g, 1, k, k)
-    ks = weight.shape[-1]
+    # the module's int, not the weight's size: torch < 2.2's tracer (the
+    # FLOP counter) hands sizes on as tensors, which conv2d's padding refuses
+    ks = ihh.conv.kernel_size[-1]
     if G != ihh.num_maps or Nk != num_extra + Hk * Wk:
         raise ValueError(f'IHH expects keys (B, {ihh.num_maps}, {num_extra} '
                          f'+ {Hk}*{Wk}, d), got {tuple(k.shape)}')

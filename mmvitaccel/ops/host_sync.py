@@ -245,8 +245,8 @@ def _host_copy(func, args, kwargs):
         src = args[1] if len(args) > 1 else kwargs.get('src')
         if isinstance(src, torch.Tensor) and src.device.type == 'cpu':
             return f'copy_ of a CPU tensor {tuple(src.shape)} to {self.device}'
-    elif func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) and \
-            not on_host:
+    elif name in ('__getitem__', '__setitem__') and not on_host:
+        # by name: torch < 2.2 hands on torch._C._TensorBase's methods
         index = args[1] if len(args) > 1 else None
         parts = index if isinstance(index, tuple) else (index, )
         if any(_host_data(p) for p in parts + tuple(args[2:3])):

@@ -16,8 +16,6 @@ host-to-device copy for them after the first.
 
 Plain torch: no registry, no OpenMMLab imports.
 """
-import functools
-
 import torch
 import torch.nn as nn
 
@@ -97,9 +95,11 @@ def _bin_tables(window, out, device=None):
     """
     window = tuple(int(n) for n in window)
     out = tuple(int(n) for n in out)
-    return device_constant(('stvit.bin_indices', window, out),
-                           functools.partial(_build_bin_indices, window,
-                                             out), device or 'cpu')
+    def build(on):  # a closure: torch < 2.2's Dynamo cannot trace partial
+        return _build_bin_indices(window, out, on)
+
+    return device_constant(('stvit.bin_indices', window, out), build,
+                           device or 'cpu')
 
 
 def _build_bin_indices(window, out, device):

@@ -144,7 +144,8 @@ def masked_attention(q, k, v, scale, policy=None, mode='logits',
         attn = masked_softmax(logits, (policy > 0)[:, None, None, :])
     else:
         T = logits.shape[-1]
-        eye = torch.eye(T, dtype=logits.dtype, device=logits.device)
+        # made in float32 and cast: torch < 2.2 has no bfloat16 eye on CPU
+        eye = torch.eye(T, device=logits.device).to(logits.dtype)
         p = policy.to(logits.dtype)[:, None, None, :]
         gate = p + (1. - p) * eye
         # the max over the keys each row may see (not over all keys), so

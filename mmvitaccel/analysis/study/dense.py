@@ -225,7 +225,9 @@ def kept_checkpoints(checkpoint):
         if ext == '.pth' and stem.startswith('epoch_') and \
                 stem[6:].isdigit():
             kept[int(stem[6:])] = osp.join(folder, name)
-    last = torch.load(checkpoint, map_location='cpu', weights_only=True)
+    # the study's own runner checkpoint (its message hub needs the allow-list
+    # of mmvitaccel.compat, which torch < 2.6 cannot take)
+    last = torch.load(checkpoint, map_location='cpu', weights_only=False)
     kept[int(last['meta']['epoch'])] = checkpoint
     return kept
 
