@@ -135,7 +135,7 @@ _BUILDS = {
     'hvit_swin': dict(type='mmvitaccel.HViTSwinTransformer', img_size=64,
                       arch=dict(embed_dims=32, depths=[1, 1, 2, 1],
                                 num_heads=[2, 2, 2, 2])),
-    'dgssa_swin': dict(type='mmvitaccel.DGSSASwinTransformer',
+    'dgssa_swin': dict(type='mmvitaccel.DGSSASwinTransformer', arch='tiny',
                        static_init='uniform'),
 }
 

@@ -89,7 +89,6 @@ def acceleration(cfg, method, toolbox=None, config=None, checkpoint=None,
         imports.append(CUSTOM_IMPORT)
     delta = dict(custom_imports=dict(imports=imports,
                                      allow_failed_imports=False),
-                 custom_hooks=checked_hooks(cfg),
                  model=dict(backbone=dict(_delete_=True, **backbone)))
     if not cfg.get('default_scope'):
         delta['default_scope'] = host.toolbox
@@ -99,24 +98,27 @@ def acceleration(cfg, method, toolbox=None, config=None, checkpoint=None,
         for parent in parents:
             target = target.setdefault(parent, {})
         target[leaf] = value
+    # the method's hooks (if it adds any, over the upstream ones), or the
+    # upstream ones; then the checkpoint check
+    delta['custom_hooks'] = checked_hooks(
+        delta.get('custom_hooks', cfg.to_dict().get('custom_hooks')))
     return delta, list(host.notes)
 
 
-def checked_hooks(cfg):
-    """``cfg``'s ``custom_hooks`` with
-    :class:`~mmvitaccel.engine.CheckpointCheckHook` added, so that a written
-    config reads an upstream checkpoint through our backbones' readers
-    (DGSSA's V from QKV, hMHSA's halved Q and K, another toolbox's Swin
-    names) under any runner: upstream ``tools/train.py``, ``mim train`` or
-    ``Runner.from_cfg``, not only ours.
+def checked_hooks(hooks):
+    """``hooks`` with :class:`~mmvitaccel.engine.CheckpointCheckHook` added,
+    so that a written config reads an upstream checkpoint through our
+    backbones' readers (DGSSA's V from QKV, hMHSA's halved Q and K, another
+    toolbox's Swin names) under any runner: upstream ``tools/train.py``,
+    ``mim train`` or ``Runner.from_cfg``, not only ours.
 
     Args:
-        cfg (mmengine.Config): the upstream config.
+        hooks (list[dict] | None): a config's ``custom_hooks``.
 
     Returns:
-        list[dict]: its hooks (kept as they are), then ours, once.
+        list[dict]: the hooks (kept as they are), then ours, once.
     """
-    hooks = copy.deepcopy(cfg.to_dict().get('custom_hooks') or [])
+    hooks = copy.deepcopy(list(hooks or []))
     if not any(str(h.get('type', '')).split('.')[-1] == CHECK_HOOK
                for h in hooks):
         hooks.append(dict(type=f'mmvitaccel.{CHECK_HOOK}'))
