@@ -368,6 +368,16 @@ def test_profile_tool_sums_kernel_time_by_operator(capsys):
         capsys.readouterr().out
 
 
+def _export_tool():
+    """tools/deployment/export_onnx.py as a module."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        'export_onnx', osp.join(REPO, 'tools/deployment/export_onnx.py'))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
 def test_deployment_refuses_an_old_torch_by_name():
     """Before torch 2.5 the deployment entry points refuse with the version
     they need and the one found, before any capture."""
@@ -377,6 +387,10 @@ def test_deployment_refuses_an_old_torch_by_name():
     require_torch(DEPLOY_TORCH, 'ONNX export', version='2.14.1')
     if torch_release() >= DEPLOY_TORCH:
         return
+    with pytest.raises(SystemExit) as refused:  # the tool: one line, 2
+        _export_tool().main(['configs/hvit_deit_s_in1k.py', '--shape', '64',
+                             '64', '--out', 'never.onnx'])
+    assert refused.value.code == 2
     from mmvitaccel.apis.deploy import compile_parity, export_program
     module = torch.nn.Linear(2, 2).eval()
     with pytest.raises(RuntimeError, match=r'needs torch >= 2\.5'):

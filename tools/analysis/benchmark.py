@@ -38,6 +38,8 @@ from mmvitaccel.analysis.fixed_boxes import (  # noqa: E402
 from mmvitaccel.analysis.timing import (  # noqa: E402
     default_num_threads, interleaved_benchmark)
 from mmvitaccel.apis.deploy import runtime_callable  # noqa: E402
+from mmvitaccel.apis.torch_version import (  # noqa: E402
+    DEPLOY_TORCH, require_torch)
 from mmvitaccel.apis.harness import (  # noqa: E402
     backbone_input, build_model, dummy_data_batch, load_config, parse_shape,
     real_data_batches, toolbox_of)
@@ -178,6 +180,12 @@ def main(argv=None):
     args = parse_args(argv)
     if any(b < 1 for b in args.batch_size):
         raise ValueError(f'--batch-size must be >= 1, got {args.batch_size}')
+    if args.runtime != 'eager':
+        try:
+            require_torch(DEPLOY_TORCH, f'--runtime {args.runtime}')
+        except RuntimeError as err:  # a refusal: one line, exit status 2
+            print(f'benchmark.py: error: {err}', file=sys.stderr)
+            raise SystemExit(2)
     torch.set_num_threads(args.threads)
     tmp = tempfile.TemporaryDirectory()  # the onnxruntime exports
     args.work_dir = tmp.name

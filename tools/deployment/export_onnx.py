@@ -26,6 +26,8 @@ from mmvitaccel.apis.deploy import (  # noqa: E402
     ONNX_TOLERANCE, deploy_module, export_onnx, onnx_parity)
 from mmvitaccel.apis.harness import (  # noqa: E402
     build_model, load_config, parse_shape)
+from mmvitaccel.apis.torch_version import (  # noqa: E402
+    DEPLOY_TORCH, require_torch)
 
 
 def parse_args(argv=None):
@@ -58,6 +60,11 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    try:
+        require_torch(DEPLOY_TORCH, 'ONNX export')
+    except RuntimeError as err:  # a refusal: one line, exit status 2
+        print(f'export_onnx.py: error: {err}', file=sys.stderr)
+        raise SystemExit(2)
     cfg = load_config(args.config, args.cfg_options, tiny=args.tiny)
     model = build_model(cfg, args.checkpoint)
     module = deploy_module(model, cfg, args.batch_size)
