@@ -103,7 +103,9 @@ def test_what_each_vit_method_adds_beside_the_backbone():
     assert new.model.type == 'mmvitaccel.TokenPrunedClassifier'
     assert new.model.teacher == dict(config=DEIT, checkpoint='deit.pth')
     assert new.model.tis_distill_weight == 4. and new.load_from == 'deit.pth'
-    assert new.custom_hooks[-1].type == 'mmvitaccel.DenseSparseAlternateHook'
+    assert [h.type for h in new.custom_hooks][-2:] == [
+        'mmvitaccel.DenseSparseAlternateHook',
+        'mmvitaccel.CheckpointCheckHook']
     assert new.model.backbone.arch == 'deit-small'  # carried as it was
     new = accelerate_config(DEIT, 'integrated', checkpoint='deit.pth')
     assert new.model.teacher.type == 'mmpretrain.VisionTransformer'
