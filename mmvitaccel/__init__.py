@@ -7,11 +7,11 @@ scope. The import changes no upstream object: the environment fixes of
 :mod:`mmvitaccel.compat` are applied by our tools, or by an explicit
 ``mmvitaccel.compat.apply()``. Components that need mmdet, mmseg or
 mmaction2 register where that toolbox imports (:mod:`mmvitaccel.toolboxes`).
-The research harness (:mod:`mmvitaccel.datasets`, :mod:`mmvitaccel.tiny`)
+The research harness (:mod:`projects.digits_study.datasets`, :mod:`mmvitaccel.tiny`)
 is imported on demand: by the registry when a config names one of its
 types, or by our tools.
 """
-from . import compat, engine, models, toolboxes  # noqa: F401  (registers)
-from .version import __version__
+from mmvitaccel import (compat, engine, models, toolboxes)  # noqa: F401  (registers)
+from mmvitaccel.version import __version__
 
 __all__ = ['__version__']

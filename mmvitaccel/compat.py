@@ -85,7 +85,10 @@ import sys
 import types
 import warnings
 
-_DRN_PACKAGE = 'mmaction.models.localizers.drn'
+from mmvitaccel.toolboxes import (DRN_PACKAGE, MMCV_OPS_FIX,  # noqa: F401
+                                 drn_shim_needed, mmaction_drn_missing,
+                                 retry_missing)
+
 
 
 class _UnavailableDRN:
@@ -102,30 +105,6 @@ class _UnavailableDRN:
             'from source to use it; mmvitaccel only shims the import.')
 
 
-def mmaction_drn_missing():
-    """Whether the installed mmaction lacks the DRN localizer sources.
-
-    Returns:
-        bool: True if mmaction is installed without
-        ``models/localizers/drn``. Does not import mmaction.
-    """
-    spec = importlib.util.find_spec('mmaction')
-    if spec is None or spec.origin is None:
-        return False
-    pkg_dir = osp.dirname(spec.origin)
-    return not osp.isdir(osp.join(pkg_dir, 'models', 'localizers', 'drn'))
-
-
-def drn_shim_needed():
-    """Whether mmaction lacks DRN and the placeholders are not in place.
-
-    Returns:
-        bool: True while ``import mmaction.models`` would fail for DRN.
-        Does not import mmaction.
-    """
-    return mmaction_drn_missing() and _DRN_PACKAGE not in sys.modules
-
-
 def patch_mmaction_drn():
     """Register placeholder ``drn`` modules so ``mmaction.models`` imports.
 
@@ -138,22 +117,21 @@ def patch_mmaction_drn():
     """
     if not mmaction_drn_missing():
         return False
-    if _DRN_PACKAGE in sys.modules:
+    if DRN_PACKAGE in sys.modules:
         return True
     localizers = sys.modules.get('mmaction.models.localizers')
     if localizers is not None and not hasattr(localizers, 'DRN'):
         raise RuntimeError(
             'mmaction.models was imported (and failed) before mmvitaccel; '
             'import mmvitaccel first so that its DRN shim can be applied.')
-    package = types.ModuleType(_DRN_PACKAGE)
+    package = types.ModuleType(DRN_PACKAGE)
     package.__path__ = []
     package.__doc__ = 'Placeholder added by mmvitaccel.compat.'
-    module = types.ModuleType(_DRN_PACKAGE + '.drn')
+    module = types.ModuleType(DRN_PACKAGE + '.drn')
     module.DRN = _UnavailableDRN
     package.drn = module
-    sys.modules[_DRN_PACKAGE] = package
-    sys.modules[_DRN_PACKAGE + '.drn'] = module
-    from .toolboxes import retry_missing
+    sys.modules[DRN_PACKAGE] = package
+    sys.modules[DRN_PACKAGE + '.drn'] = module
     retry_missing()  # our mmaction components, skipped at import
     return True
 
@@ -312,15 +290,6 @@ def load_checkpoint_safely(filename, map_location='cpu'):
                       weights_only=False, pickle_module=RESTRICTED_PICKLE)
 
 
-MMCV_OPS_FIX = (
-    'mmvitaccel needs mmcv 2.x built with its compiled ops (mmcv._ext), which '
-    'mmdet, mmseg and mmaction2 import. Either run tools/setup_env.sh from the '
-    'mmvitaccel repository (it builds mmcv 2.1.0 with ops for the pinned torch '
-    'into .venv), or build it into your environment with '
-    '`MMCV_WITH_OPS=1 pip install --no-build-isolation --no-binary mmcv mmcv==2.1.0` '
-    '(torch >= 2.6 headers need -std=c++20 in mmcv\'s setup.py). Cause: {cause}')
-
-
 def _cpu_safe_init(init, slurm=False):
     """Wrap an mmengine ``_init_dist_*`` function so that it works without
     CUDA (see the module docstring, item 4)."""
@@ -450,6 +419,5 @@ def apply():
     allow_mmengine_checkpoints()
     allow_cpu_distributed()
     explicit_checkpoint_reentrancy()
-    from .toolboxes import retry_missing
     retry_missing()  # components skipped before the mmaction fix
     return True

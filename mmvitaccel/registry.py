@@ -41,9 +41,8 @@ RUNNERS = _child('runner', MMENGINE_RUNNERS,
                  ['mmvitaccel.engine', 'mmvitaccel.tiny'])
 LOOPS = _child('loop', MMENGINE_LOOPS, ['mmvitaccel.engine'])
 HOOKS = _child('hook', MMENGINE_HOOKS, ['mmvitaccel.engine'])
-DATASETS = _child('dataset', MMENGINE_DATASETS, ['mmvitaccel.datasets'])
-DATA_SAMPLERS = _child('data sampler', MMENGINE_DATA_SAMPLERS,
-                       ['mmvitaccel.datasets'])
+DATASETS = _child('dataset', MMENGINE_DATASETS)
+DATA_SAMPLERS = _child('data sampler', MMENGINE_DATA_SAMPLERS)
 TRANSFORMS = _child('transform', MMENGINE_TRANSFORMS)
 MODELS = _child('model', MMENGINE_MODELS, ['mmvitaccel.models'])
 MODEL_WRAPPERS = _child('model_wrapper', MMENGINE_MODEL_WRAPPERS,

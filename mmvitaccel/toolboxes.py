@@ -13,10 +13,50 @@ naming the component, the toolbox, how to install it, and the cause.
 """
 import importlib
 import importlib.util
+import os.path as osp
 import sys
 
-__all__ = ['TOOLBOXES', 'ToolboxMissing', 'import_optional',
-           'missing_components', 'retry_missing', 'toolbox_error']
+#: the mmaction package that the 1.2.0 wheel lacks
+DRN_PACKAGE = 'mmaction.models.localizers.drn'
+
+
+def mmaction_drn_missing():
+    """Whether the installed mmaction lacks the DRN localizer sources.
+
+    Returns:
+        bool: True if mmaction is installed without
+        ``models/localizers/drn``. Does not import mmaction.
+    """
+    spec = importlib.util.find_spec('mmaction')
+    if spec is None or spec.origin is None:
+        return False
+    pkg_dir = osp.dirname(spec.origin)
+    return not osp.isdir(osp.join(pkg_dir, 'models', 'localizers', 'drn'))
+
+
+def drn_shim_needed():
+    """Whether mmaction lacks DRN and the placeholders are not in place.
+
+    Returns:
+        bool: True while ``import mmaction.models`` would fail for DRN.
+        Does not import mmaction.
+    """
+    return mmaction_drn_missing() and DRN_PACKAGE not in sys.modules
+
+
+MMCV_OPS_FIX = (
+    'mmvitaccel needs mmcv 2.x built with its compiled ops (mmcv._ext), which '
+    'mmdet, mmseg and mmaction2 import. Either run tools/setup_env.sh from the '
+    'mmvitaccel repository (it builds mmcv 2.1.0 with ops for the pinned torch '
+    'into .venv), or build it into your environment with '
+    '`MMCV_WITH_OPS=1 pip install --no-build-isolation --no-binary mmcv mmcv==2.1.0` '
+    '(torch >= 2.6 headers need -std=c++20 in mmcv\'s setup.py). Cause: {cause}')
+
+__all__ = [
+    'DRN_PACKAGE', 'MMCV_OPS_FIX', 'TOOLBOXES', 'ToolboxMissing',
+    'drn_shim_needed', 'import_optional', 'mmaction_drn_missing',
+    'missing_components', 'retry_missing', 'toolbox_error'
+]
 
 #: import name -> the pip requirement that installs it (our pinned version)
 TOOLBOXES = {
@@ -44,7 +84,6 @@ def _message(name, toolbox, cause):
             f"`pip install 'mmvitaccel[{EXTRAS[toolbox]}]'` (or "
             f'`pip install {TOOLBOXES[toolbox]}`).')
     if 'mmcv._ext' in str(cause):
-        from .compat import MMCV_OPS_FIX
         text += ' ' + MMCV_OPS_FIX.format(cause=cause)
     elif toolbox == 'mmaction' and 'drn' in str(cause):
         text += (' The mmaction2 1.2.0 wheel lacks models/localizers/drn: '
@@ -159,7 +198,6 @@ def toolbox_error(toolbox):
         if importlib.util.find_spec(toolbox) is None:
             raise ModuleNotFoundError(f'No module named {toolbox!r}')
         if toolbox == 'mmaction':
-            from .compat import drn_shim_needed
             if drn_shim_needed():
                 raise ImportError(
                     "No module named 'mmaction.models.localizers.drn'")
@@ -178,7 +216,7 @@ def import_optional(module, toolboxes, names, registries, namespace=None,
 
     Args:
         module (str): our module, e.g.
-            ``'mmvitaccel.models.backbones.stvit_swin3d'``.
+            ``'mmvitaccel.models.stvit.stvit_swin3d'``.
         toolboxes (tuple[str]): keys of :data:`TOOLBOXES` it needs.
         names (list[str]): the names ``module`` registers, and exports.
         registries (list[Registry]): the registries ``names`` go to.

@@ -1,4 +1,13 @@
+import os.path as osp
+import sys
+
 import pytest
+
+# the repository's projects/ (the study's harness, which the study configs
+# import as projects.digits_study), also in xdist workers
+REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.append(REPO)
 
 
 @pytest.fixture(scope='session')

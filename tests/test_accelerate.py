@@ -1,4 +1,4 @@
-"""The switch (mmvitaccel.apis.accelerate_config, tools/accelerate.py):
+"""The switch (mmvitaccel.switch.accelerate_config, tools/accelerate.py):
 every installed upstream config with a host backbone converts, builds and
 runs; a method off is the upstream backbone bit for bit; the written file
 is the API's config; bad requests are refused by name."""
@@ -14,11 +14,12 @@ from mmengine.registry import MODELS, DefaultScope, init_default_scope
 from mmengine.utils import get_installed_path
 
 import mmvitaccel  # noqa: F401
-from mmvitaccel.apis.accelerate import (METHODS, accelerate_config,
-                                        accelerated_config_text,
-                                        load_upstream_config)
-from mmvitaccel.apis.hosts import HOST_KINDS, find_host
-from mmvitaccel.apis.placement import dgssa_static_blocks, stvit_stgm_index
+from mmvitaccel.switch.accelerate import (METHODS, accelerate_config,
+                                          accelerated_config_text,
+                                          load_upstream_config)
+from mmvitaccel.switch.host_classes import HOST_KINDS
+from mmvitaccel.switch.hosts import find_host
+from mmvitaccel.switch.placement import dgssa_static_blocks, stvit_stgm_index
 
 from .utils import REPO
 
@@ -55,7 +56,7 @@ def _chain_text(path, seen=None):
 def upstream_host_configs():
     """``toolbox::path`` of every installed toolbox config (not a
     ``_base_`` fragment) whose merged ``model.backbone`` is a host of
-    :data:`~mmvitaccel.apis.hosts.HOST_KINDS`, with the host."""
+    :data:`~mmvitaccel.switch.host_classes.HOST_KINDS`, with the host."""
     types = {t for _, t in HOST_KINDS}
     found = []
     for toolbox in TOOLBOXES:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import mmvitaccel  # noqa: F401
-from mmvitaccel.apis.accelerate import METHODS, accelerate_config
+from mmvitaccel.switch.accelerate import METHODS, accelerate_config
 
 from .utils import REPO
 

@@ -15,10 +15,10 @@ from mmengine.config import Config
 from mmengine.registry import MODELS, DefaultScope, init_default_scope
 
 import mmvitaccel  # noqa: F401
-from mmvitaccel.apis.accelerate import (accelerate_config,
-                                        accelerated_config_text,
-                                        load_upstream_config)
-from mmvitaccel.apis.vit_placement import glad_tokens, scaled_layers
+from mmvitaccel.switch.accelerate import (accelerate_config,
+                                          accelerated_config_text,
+                                          load_upstream_config)
+from mmvitaccel.switch.vit_placement import glad_tokens, scaled_layers
 from mmvitaccel.engine.checkpoint_check_hook import CheckpointCheckHook
 
 from .utils import REPO

@@ -18,8 +18,7 @@ REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 PACKAGE = 'mmvitaccel'
 
 #: ``import mmvitaccel`` itself, which imports compat, engine, models and
-#: toolboxes so that every component a config can name is registered; the
-#: harness (datasets, tiny) is imported on demand by the registry.
+#: toolboxes so that every component a config can name is registered.
 ROOT = '<root>'
 
 #: Packages ``ops`` may not import (it is plain torch).
@@ -35,15 +34,25 @@ MAY_IMPORT = {
     'models': {'ops'} | _BASE,
     'engine': {'models', 'ops', 'registry'},
     'tiny': {'registry'},
-    'datasets': {'registry'},
-    'apis': {'datasets', 'tiny', 'engine', 'models', 'ops', ROOT} | _BASE,
-    'analysis': {'apis', 'datasets', 'tiny', 'engine', 'models', 'ops',
+    'switch': {'models', 'ops'} | _BASE,
+    'apis': {'switch', 'tiny', 'engine', 'models', 'ops', ROOT} | _BASE,
+    'analysis': {'apis', 'switch', 'tiny', 'engine', 'models', 'ops',
                  ROOT} | _BASE,
     ROOT: {'compat', 'engine', 'models', 'toolboxes', 'version'},
 }
 
+#: Inside ``models``: each method's subpackage may import the shared ones
+#: (``utils``, ``distill``), never another method's; ``distill`` only
+#: ``utils``, and ``utils`` none of them.
+METHODS = ('stvit', 'token_pruning', 'dgssa', 'hvit')
+MODELS_MAY_IMPORT = {
+    **{method: {'utils', 'distill'} for method in METHODS},
+    'distill': {'utils'},
+    'utils': set(),
+}
+
 #: Layers above ``models``, which ``import mmvitaccel.models`` must not load.
-ABOVE_MODELS = ('datasets', 'engine', 'tiny', 'apis', 'analysis')
+ABOVE_MODELS = ('engine', 'tiny', 'switch', 'apis', 'analysis')
 
 
 def module_name(path, package_dir, package):
@@ -55,7 +64,7 @@ def module_name(path, package_dir, package):
         package (str): The package's name.
 
     Returns:
-        str: e.g. ``'mmvitaccel.models.backbones'`` for
+        str: e.g. ``'mmvitaccel.models'`` for
         ``mmvitaccel/models/backbones/__init__.py``.
     """
     rel = osp.splitext(osp.relpath(path, package_dir))[0].split(osp.sep)
@@ -104,7 +113,7 @@ def layer_of(module, package, layers):
     """The layer of a dotted name inside the package.
 
     Args:
-        module (str): e.g. ``'mmvitaccel.models.backbones.stvit_deit'``.
+        module (str): e.g. ``'mmvitaccel.models.stvit.stvit_deit'``.
         package (str): The package's name.
         layers (set[str]): The package's top-level modules and subpackages.
 
@@ -174,6 +183,144 @@ def test_no_upward_imports():
         print(line)
     assert not found, 'imports against docs/architecture.md:\n' + '\n'.join(
         found)
+
+
+def _package_modules(package_dir, package=PACKAGE):
+    """Args: package_dir (str), package (str). Returns: dict[str, str]:
+    dotted name -> file of every module of the package."""
+    paths = glob.glob(osp.join(package_dir, '**', '*.py'), recursive=True)
+    return {module_name(p, package_dir, package): p for p in sorted(paths)}
+
+
+def _resolve(target, modules):
+    """The module an imported name lives in: ``a.b.name`` -> ``a.b``.
+
+    Args:
+        target (str): A dotted name from :func:`imported_modules`.
+        modules (dict[str, str]): The package's modules.
+
+    Returns:
+        str | None: The longest prefix of ``target`` that is a module.
+    """
+    parts = target.split('.')
+    while parts:
+        name = '.'.join(parts)
+        if name in modules:
+            return name
+        parts.pop()
+    return None
+
+
+def method_imports(package_dir, package=PACKAGE):
+    """Imports inside ``models`` that break :data:`MODELS_MAY_IMPORT`.
+
+    Args:
+        package_dir (str): The package's folder.
+        package (str): The package's name.
+
+    Returns:
+        list[str]: ``file:line: why`` per violating import.
+    """
+    found = []
+    prefix = f'{package}.models.'
+    for module, path in _package_modules(package_dir, package).items():
+        parts = module.split('.')
+        if not module.startswith(prefix) or len(parts) < 3:
+            continue
+        own = parts[2]
+        for line, target in imported_modules(path, module):
+            if not target.startswith(prefix):
+                continue
+            other = target.split('.')[2]
+            if other in MODELS_MAY_IMPORT and other != own and \
+                    other not in MODELS_MAY_IMPORT.get(own, set()):
+                found.append(f'{osp.relpath(path, osp.dirname(package_dir))}'
+                             f':{line}: models.{own} imports {target}')
+    return found
+
+
+def import_cycles(package_dir, package=PACKAGE):
+    """The import circles between the package's modules.
+
+    Every import statement counts, function-level ones included; an
+    imported name counts as an import of the module it lives in. The
+    implicit imports of parent packages do not count.
+
+    Args:
+        package_dir (str): The package's folder.
+        package (str): The package's name.
+
+    Returns:
+        list[list[str]]: Each circle as its modules, sorted; none if the
+        import graph is acyclic.
+    """
+    modules = _package_modules(package_dir, package)
+    graph = {}
+    for module, path in modules.items():
+        graph[module] = {
+            t for t in (_resolve(target, modules)
+                        for _, target in imported_modules(path, module))
+            if t is not None and t != module}
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node):  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_methods_import_only_the_shared_models():
+    found = method_imports(osp.join(REPO, PACKAGE))
+    assert not found, '\n'.join(found)
+
+
+def test_no_import_cycles():
+    cycles = import_cycles(osp.join(REPO, PACKAGE))
+    assert not cycles, '\n'.join(' <-> '.join(c) for c in cycles)
+
+
+def test_the_cycle_and_method_checks_find_violations(tmp_path):
+    files = {
+        '__init__.py': '',
+        'a.py': 'def f():\n    from .b import g\n',
+        'b.py': 'from fake.c import h\n',
+        'c.py': 'import fake.a\n',
+        'd.py': 'from fake import b\n',
+        'models/__init__.py': '',
+        'models/stvit/__init__.py': 'from fake.models.hvit import x\n',
+        'models/hvit/__init__.py': 'from fake.models.utils import y\n',
+        'models/utils/__init__.py': '',
+    }
+    package_dir = tmp_path / 'fake'
+    for name, text in files.items():
+        (package_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (package_dir / name).write_text(text)
+    assert import_cycles(str(package_dir), 'fake') == [
+        ['fake.a', 'fake.b', 'fake.c']]
+    found = method_imports(str(package_dir), 'fake')
+    assert [f.split(': ')[0] for f in found] == [
+        osp.join('fake', 'models', 'stvit', '__init__.py') + ':1'], found
 
 
 def test_the_check_finds_every_kind_of_violation(tmp_path):
@@ -275,15 +422,23 @@ def test_models_load_nothing_above_them():
 
 def test_import_mmvitaccel_loads_no_harness():
     """``import mmvitaccel`` registers models and engine, and loads nothing
-    of apis, analysis or the research harness (datasets, tiny); a config
-    that names a dataset of ours gets it from the registry."""
+    of the switch, apis, analysis or tiny, and nothing of the research
+    harness beside the package (``projects/``): the study's datasets
+    register only when a config imports ``projects.digits_study``."""
     loaded = _loaded_layers('import mmvitaccel\n')
     assert [m for m in loaded if m.split('.')[1] in
-            ('apis', 'analysis', 'datasets', 'tiny')] == [], loaded
+            ('switch', 'apis', 'analysis', 'tiny')] == [], loaded
     assert 'mmvitaccel.engine' in loaded
-    on_demand = _loaded_layers(textwrap.dedent('''\
+    check = textwrap.dedent("""\
+        import sys
         import mmvitaccel
-        from mmengine.registry import DATASETS
+        from mmengine.registry import DATASETS, MODELS
+        assert not [m for m in sys.modules if m.startswith('projects')]
+        assert DATASETS.get('mmvitaccel.DigitsCanvas') is None
+        import projects.digits_study
         assert DATASETS.get('mmvitaccel.DigitsCanvas') is not None
-        '''))
-    assert 'mmvitaccel.datasets' in on_demand
+        assert MODELS.get('mmvitaccel.ConvStem') is not None
+        """)
+    result = subprocess.run([sys.executable, '-c', check], cwd=REPO,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from mmpretrain.structures import DataSample
 
 import mmvitaccel  # noqa: F401
-import mmvitaccel.models.layers.token_pruning_layer as pruning_layer
+import mmvitaccel.models.token_pruning.token_pruning_layer as pruning_layer
 from mmvitaccel.ops import (batch_mean_keep_mask, masked_attention,
                             threshold_keep_mask, vit_layer_flops)
 from mmvitaccel.registry import MODELS

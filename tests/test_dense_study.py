@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import mmvitaccel  # noqa: F401
-from mmvitaccel.analysis import study
-from mmvitaccel.analysis.study import dense, dense_report
+from projects.digits_study import study
+from projects.digits_study.study import dense, dense_report
 from mmvitaccel.apis.harness import build_model, load_config
 
 from .utils import REPO
@@ -347,7 +347,7 @@ def test_parallel_map_keeps_order_shares_cores_and_raises():
     process on its share of this process's threads, a failure raised here."""
     import operator
 
-    from mmvitaccel.analysis.study.training import parallel_map
+    from projects.digits_study.study.training import parallel_map
     calls = [(1, 2), (3, 4), (5, 6)]
     assert parallel_map(operator.add, calls, 2) == [3, 7, 11]
     assert parallel_map(operator.add, calls, 1) == [3, 7, 11]

@@ -10,10 +10,10 @@ from mmpretrain.models import VisionTransformer
 import mmvitaccel  # noqa: F401
 from mmvitaccel.models import (DGSSASwinTransformer, DGSSAVisionTransformer,
                                GLADDistillClassifier)
-from mmvitaccel.models.layers import (StaticShiftWindowMSA, StaticWindowMSA,
-                                      relative_position_bias, vit_attention,
-                                      window_attention)
-from mmvitaccel.models.layers import static_attention as static_module
+from mmvitaccel.models.dgssa import (StaticShiftWindowMSA, StaticWindowMSA,
+                                     relative_position_bias, vit_attention,
+                                     window_attention)
+from mmvitaccel.models.dgssa import static_attention as static_module
 from mmvitaccel.ops import architecture_flops, layer_flops
 from mmvitaccel.analysis.flops import count_flops
 

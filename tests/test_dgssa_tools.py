@@ -140,7 +140,7 @@ def test_dgssa_init_on_swin(tmp_path, tiny_data_dir):
 
 
 def test_shifted_block_statistics_use_whole_windows():
-    from mmvitaccel.models.layers import StaticShiftWindowMSA
+    from mmvitaccel.models.dgssa import StaticShiftWindowMSA
     from mmvitaccel.analysis.attention_stats import interior_windows
     block = StaticShiftWindowMSA(8, 2, 7, shift_size=3)
     allowed = block.attention_mask(torch.ones(14, 21, dtype=torch.bool))

@@ -12,8 +12,8 @@ from mmengine.dataset import DefaultSampler
 from mmengine.registry import DATA_SAMPLERS, DATASETS
 
 import mmvitaccel  # noqa: F401
-from mmvitaccel.datasets import (DigitsCanvas, EpochSampler, digits_splits,
-                                 render_canvas)
+from projects.digits_study.datasets import (DigitsCanvas, EpochSampler,
+                                            digits_splits, render_canvas)
 
 from .utils import (REPO, small_digits_run,
                     train_and_predict_one_batch)

@@ -4,8 +4,9 @@ import math
 import numpy as np
 import pytest
 
-from mmvitaccel.datasets import DigitsClips, render_clip
-from mmvitaccel.datasets.digits_canvas import _load_digits, digits_splits
+from projects.digits_study.datasets import DigitsClips, render_clip
+from projects.digits_study.datasets.digits_canvas import (_load_digits,
+                                                          digits_splits)
 
 PIPELINE = [
     dict(type='mmaction.FormatShape', input_format='NCTHW'),

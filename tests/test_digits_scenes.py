@@ -1,4 +1,4 @@
-"""The dense-prediction study's data (``mmvitaccel.datasets.digits_scenes``):
+"""The dense-prediction study's data (``projects.digits_study.datasets.digits_scenes``):
 scenes are pure functions of their seed, split, epoch and index, drawn from
 their split's scans only; instance masks, boxes and the semantic map agree;
 mmdet's and mmseg's own loading and packing read them; a split written as
@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import mmvitaccel  # noqa: F401
-from mmvitaccel.datasets import (DigitsInstances, DigitsScenes,
-                                 DigitsSegmentation, digits_splits)
-from mmvitaccel.datasets.digits_canvas import _load_digits
+from projects.digits_study.datasets import (DigitsInstances, DigitsScenes,
+                                            DigitsSegmentation, digits_splits)
+from projects.digits_study.datasets.digits_canvas import _load_digits
 
 SMALL = dict(canvas_size=64, num_scenes=12)
 

@@ -21,8 +21,8 @@ from mmpretrain.structures import DataSample
 
 import mmvitaccel  # noqa: F401
 from mmvitaccel.models import GLADDistillClassifier, TokenPrunedClassifier
-from mmvitaccel.models.classifiers import glad_distill_classifier as glad_mod
-from mmvitaccel.models.classifiers import token_pruned_classifier as tp_mod
+from mmvitaccel.models.dgssa import glad_distill_classifier as glad_mod
+from mmvitaccel.models.token_pruning import token_pruned_classifier as tp_mod
 from mmvitaccel.models.distill import (TeacherMixin, build_teacher,
                                        kl_divergence, load_teacher_weights)
 from mmvitaccel.registry import MODELS

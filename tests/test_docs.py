@@ -295,7 +295,7 @@ def test_the_study_tables_are_the_committed_csv():
     """The study's tables in the README (host and trained methods) and in
     docs/study.md (every row) are rendered from docs/study/study.csv, the
     file the study command wrote: no figure is typed by hand."""
-    from mmvitaccel.analysis import study
+    from projects.digits_study import study
     rows = study.read_csv(osp.join(REPO, 'docs', 'study', 'study.csv'))
     assert rows[0]['method'] == 'host'
     assert study.markdown_table(rows, references=False) in _read(README)
@@ -307,7 +307,7 @@ def test_the_dense_study_tables_are_the_committed_csv():
     """The dense evidence's table in the README and in docs/study.md is
     rendered from docs/study/dense/dense.csv, the file
     tools/analysis/dense_study.py wrote."""
-    from mmvitaccel.analysis.study import dense_report
+    from projects.digits_study.study import dense_report
     rows = dense_report.read_dense_csv(
         osp.join(REPO, 'docs', 'study', 'dense', 'dense.csv'))
     assert rows[0]['reference'] is None
@@ -320,7 +320,7 @@ def test_the_training_free_table_is_the_committed_csv():
     """docs/accelerate.md's training-free table is rendered from
     docs/study/training_free.csv, the file tools/analysis/training_free.py
     wrote."""
-    from mmvitaccel.analysis.study import training_free
+    from projects.digits_study.study import training_free
     rows = training_free.read_rows(
         osp.join(REPO, 'docs', 'study', 'training_free.csv'))
     assert rows[0]['method'] == 'host'

@@ -13,7 +13,7 @@ import mmvitaccel  # noqa: F401
 from mmvitaccel.analysis.flops import count_flops
 from mmvitaccel.models import (HViTDeiT, HViTPyramidVisionTransformerV2,
                                HViTSwinTransformer)
-from mmvitaccel.models.layers import HallucinatedWindowMSA
+from mmvitaccel.models.hvit import HallucinatedWindowMSA
 from mmvitaccel.ops import (MASKED_LOGIT, AttentionHallucination,
                             hallucinated_attention, hallucinated_keys,
                             hmhsa_flops, resolve_hmhsa_form)

@@ -9,8 +9,8 @@ from mmpretrain.models import SwinTransformer, VisionTransformer
 import mmvitaccel  # noqa: F401
 from mmvitaccel.models import (HViTDeiT, HViTPyramidVisionTransformerV2,
                                HViTSwinTransformer)
-from mmvitaccel.models.layers import (HallucinatedSRA, HallucinatedWindowMSA,
-                                      HViTEncoderLayer)
+from mmvitaccel.models.hvit import (HallucinatedSRA, HallucinatedWindowMSA,
+                                    HViTEncoderLayer)
 from mmvitaccel.ops import (CompactLinear, RepLinear, cffn_flops, ffn_flops,
                             hmhsa_flops, mhsa_flops)
 from mmvitaccel.analysis.flops import count_flops

@@ -7,13 +7,13 @@ import torch.nn as nn
 import torch.utils.checkpoint
 
 from mmvitaccel.models import STViTSwinTransformer3D  # before mmaction
-from mmvitaccel.models import (DGSSASwinTransformer, HViTDeiT,  # noqa: I100
+from mmvitaccel.models import (DGSSASwinTransformer, HViTDeiT,
                                HViTSwinTransformer, STViTRSwinTransformer,
-                               STViTSwinTransformer, TokenRestoreNeck)
-from mmvitaccel.models.layers import dumbbell_swin_stage
-from mmvitaccel.models.layers import (HallucinatedMultiheadAttention,
-                                      compact_ffn, resolve_hmhsa_stages)
-from mmvitaccel.models.layers.hmhsa_attention import square_grid
+                               STViTSwinTransformer, TokenRestoreNeck)  #noqa: I100
+from mmvitaccel.models.stvit import dumbbell_swin_stage
+from mmvitaccel.models.hvit import (HallucinatedMultiheadAttention,
+                                    compact_ffn, resolve_hmhsa_stages)
+from mmvitaccel.models.hvit.hmhsa_attention import square_grid
 
 from .tolerance import assert_rounding_close
 from .utils import assert_padding_invariant

@@ -10,8 +10,9 @@ from mmpretrain.models.backbones import VisionTransformer
 
 from mmvitaccel.models import backbones as B  # before mmaction
 from mmaction.models.backbones.swin import SwinTransformer3D  # noqa: I100
+from mmvitaccel.models.dgssa import static_checkpoint
 from mmvitaccel.models.utils import (SWIN_ARCHS, PretrainedMixin, SwinBase,
-                                     pretrained, static_checkpoint)
+                                     pretrained)
 
 STVIT_SWIN = dict(embed_dims=32, depths=(1, 1, 6, 1), num_heads=(1, 2, 4, 8))
 DEIT = dict(embed_dims=64, num_layers=8, num_heads=4, feedforward_channels=128)

@@ -5,8 +5,8 @@ import pytest
 import torch
 from mmdet.models.backbones.swin import SwinBlock
 
-from mmvitaccel.models.layers import (CrossAttentionSwinBlock,
-                                      MaskedWindowSwinBlock)
+from mmvitaccel.models.stvit import (CrossAttentionSwinBlock,
+                                     MaskedWindowSwinBlock)
 from mmvitaccel.ops import pad_to_multiple
 
 from .tolerance import assert_equal, assert_rounding_close

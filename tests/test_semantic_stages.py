@@ -5,9 +5,10 @@ import torch.nn as nn
 
 from mmvitaccel.models import STViTSwinTransformer  # noqa: I100
 from mmvitaccel.models import STViTSwinTransformer3D
-from mmvitaccel.models.layers import semantic_swin_stage
-from mmvitaccel.models.layers.semantic_swin_stage import (
-    SemanticGlobalBlockSequence, SemanticSwinBlockSequence)
+from mmvitaccel.models.stvit import semantic_swin_stage
+from mmvitaccel.models.stvit.semantic_swin_stage import (
+                                                         SemanticGlobalBlockSequence,
+                                                         SemanticSwinBlockSequence)
 
 DEPTHS = (1, 1, 4, 2)
 HEADS = (1, 2, 4, 8)
@@ -57,7 +58,7 @@ def test_both_hosts_go_through_the_one_rebuild(monkeypatch):
         calls.append(args[1:3])
         return real(*args, **kwargs)
 
-    from mmvitaccel.models.backbones import stvit_swin, stvit_swin3d
+    from mmvitaccel.models.stvit import stvit_swin, stvit_swin3d
     monkeypatch.setattr(stvit_swin, 'build_semantic_stages', spy)
     monkeypatch.setattr(stvit_swin3d, 'build_semantic_stages', spy)
     _stvit_2d(1)

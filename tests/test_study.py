@@ -1,4 +1,4 @@
-"""The study's logic (``mmvitaccel.analysis.study``) and its command
+"""The study's logic (``projects.digits_study.study``) and its command
 (``tools/analysis/tradeoff_study.py``) on a reduced host: caching of the
 trained host, training-free references, the CSV and the plots."""
 import copy
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import mmvitaccel  # noqa: F401
-from mmvitaccel.analysis import study
+from projects.digits_study import study
 from mmvitaccel.apis.harness import load_config
 
 from .utils import REPO
@@ -427,7 +427,7 @@ def test_the_training_free_table_runs_the_switch_on_the_host(reduced,
     (its top-1, its FLOPs), keeping half costs less; the dense evidence's
     training-free rows follow their dense models, in points; the CSV
     reads back to the same table."""
-    from mmvitaccel.analysis.study import training_free
+    from projects.digits_study.study import training_free
     cfg, _, ckpt = reduced
     inputs = study.test_inputs(cfg, batch_size=8)
     settings = [

@@ -9,7 +9,7 @@ from mmengine.config import Config
 
 import mmvitaccel  # noqa: F401
 from mmvitaccel.apis.harness import build_model
-from mmvitaccel.models.layers import ConvStem
+from projects.digits_study.conv_stem import ConvStem
 from mmvitaccel.ops import SCORERS, random_score
 
 from .utils import (REPO, small_digits_run,

@@ -15,7 +15,7 @@ from mmpretrain.models.utils import resize_pos_embed
 
 import mmvitaccel  # noqa: F401
 from mmvitaccel.models import STViTDeiT
-from mmvitaccel.models.layers import CrossAttentionViTLayer
+from mmvitaccel.models.stvit import CrossAttentionViTLayer
 from mmvitaccel.models.utils import deit_converter, deit_state_dict
 from mmvitaccel.analysis.flops import count_flops, count_params
 

@@ -9,12 +9,14 @@ import torch
 import torch.nn.functional as F
 from mmdet.models.backbones.swin import ShiftWindowMSA, swin_converter
 
-from mmvitaccel.models.backbones.stvit_r_swin import STViTRSwinTransformer
-from mmvitaccel.models.layers.stvit_authors import (
-    ConvStem, LayerScaleCrossAttentionSwinBlock, UnshiftedSmallMapMSA,
-    inside_regions)
-from mmvitaccel.models.utils.stvit_checkpoint import (
-    stvit_r_authors_converter, stvit_r_state_dict)
+from mmvitaccel.models.stvit.stvit_r_swin import STViTRSwinTransformer
+from mmvitaccel.models.stvit.stvit_authors import (ConvStem,
+                                                   LayerScaleCrossAttentionSwinBlock,
+                                                   UnshiftedSmallMapMSA,
+                                                   inside_regions)
+from mmvitaccel.models.stvit.stvit_checkpoint import (
+                                                      stvit_r_authors_converter,
+                                                      stvit_r_state_dict)
 
 from .tolerance import assert_rounding_close
 

@@ -7,8 +7,8 @@ from mmengine.config import ConfigDict
 import mmvitaccel  # noqa: F401
 from mmvitaccel.models import STViTRSwinTransformer
 from mmvitaccel.analysis.flops import count_flops
-from mmvitaccel.models.layers import dumbbell_swin_stage
-from mmvitaccel.models.layers import semantic_swin_stage
+from mmvitaccel.models.stvit import dumbbell_swin_stage
+from mmvitaccel.models.stvit import semantic_swin_stage
 from mmvitaccel.models.utils import SWIN_ARCHS
 
 from .tolerance import assert_rounding_close

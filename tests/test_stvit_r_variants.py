@@ -10,13 +10,15 @@ from mmengine.config import Config
 
 import mmvitaccel  # noqa: F401
 from mmvitaccel.models import STViTRSwinTransformer
-from mmvitaccel.models.layers import CrossAttentionSwinBlock
-from mmvitaccel.models.layers import dumbbell_swin_stage
-from mmvitaccel.models.layers.dumbbell_swin_stage import (
-    DumbbellSwinBlockSequence, SingleRecoverySwinBlockSequence, stage_roles)
-from mmvitaccel.models.layers.semantic_swin_stage import \
+from mmvitaccel.models.stvit import CrossAttentionSwinBlock
+from mmvitaccel.models.stvit import dumbbell_swin_stage
+from mmvitaccel.models.stvit.dumbbell_swin_stage import (
+                                                         DumbbellSwinBlockSequence,
+                                                         SingleRecoverySwinBlockSequence,
+                                                         stage_roles)
+from mmvitaccel.models.stvit.semantic_swin_stage import \
     SemanticSwinBlockSequence
-from mmvitaccel.models.layers.stvit_authors import authors_stgm
+from mmvitaccel.models.stvit.stvit_authors import authors_stgm
 from mmvitaccel.ops import pad_to_multiple, window_reverse
 from mmvitaccel.registry import MODELS
 

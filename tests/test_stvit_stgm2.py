@@ -10,8 +10,8 @@ import torch
 
 from mmvitaccel.models import (STViTRSwinTransformer, STViTSwinTransformer,
                                STViTSwinTransformer3D)
-from mmvitaccel.models.layers import dumbbell_swin_stage
-from mmvitaccel.models.layers import semantic_swin_stage
+from mmvitaccel.models.stvit import dumbbell_swin_stage
+from mmvitaccel.models.stvit import semantic_swin_stage
 from mmvitaccel.ops import pad_to_multiple, window_reverse
 
 from .tolerance import assert_rounding_close

@@ -6,8 +6,8 @@ import torch
 from mmdet.models.backbones import SwinTransformer
 
 from mmvitaccel.models import STViTSwinTransformer
-from mmvitaccel.models.layers import semantic_swin_stage
-from mmvitaccel.models.layers import CrossAttentionSwinBlock
+from mmvitaccel.models.stvit import semantic_swin_stage
+from mmvitaccel.models.stvit import CrossAttentionSwinBlock
 from mmvitaccel.analysis.flops import count_flops
 from mmvitaccel.models.utils import SWIN_ARCHS
 

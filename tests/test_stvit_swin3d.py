@@ -6,7 +6,7 @@ import torch
 
 from mmvitaccel.models import STViTSwinTransformer3D  # before mmaction
 from mmaction.models.backbones.swin import SwinTransformer3D  # noqa: E402,I100
-from mmvitaccel.models.backbones import stvit_swin3d
+from mmvitaccel.models.stvit import stvit_swin3d
 from mmvitaccel.analysis.flops import count_flops
 
 from .tolerance import assert_rounding_close
@@ -185,7 +185,7 @@ def test_an_openmmlab_2d_swin_inflates_through_the_official_layout(tmp_path):
     from mmdet.models.backbones.swin import swin_converter
     from mmpretrain.models import SwinTransformer
 
-    from mmvitaccel.models.utils.swin_layout import swin_to_official
+    from projects.digits_study.swin_layout import swin_to_official
     arch = dict(embed_dims=16, depths=[1, 1, 2, 1], num_heads=[1, 2, 2, 4])
     torch.manual_seed(0)
     flat = SwinTransformer(arch=arch, img_size=224, window_size=7,

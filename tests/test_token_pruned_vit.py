@@ -11,7 +11,7 @@ from mmpretrain.models import VisionTransformer
 
 import mmvitaccel  # noqa: F401
 from mmvitaccel.models import TokenPrunedVisionTransformer
-from mmvitaccel.models.layers import token_pruning_layer as tpl
+from mmvitaccel.models.token_pruning import token_pruning_layer as tpl
 from mmvitaccel.analysis.flops import count_flops
 from mmvitaccel.ops import masked_attention
 

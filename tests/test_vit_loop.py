@@ -15,7 +15,7 @@ import mmvitaccel  # noqa: F401
 from mmvitaccel.models import (DGSSAVisionTransformer, GLADDistillClassifier,
                                HViTDeiT, STViTDeiT,
                                TokenPrunedVisionTransformer)
-from mmvitaccel.models.backbones.token_pruned_vit import \
+from mmvitaccel.models.token_pruning.token_pruned_vit import \
     tokens_and_last_attention
 from mmvitaccel.models.utils.vit import (embed_tokens, run_layers,
                                          vit_layer_cfgs)

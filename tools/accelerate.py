@@ -29,8 +29,9 @@ import warnings
 from mmengine.config import Config, DictAction
 
 import mmvitaccel
-from mmvitaccel.apis.accelerate import METHODS, accelerated_config_text
-from mmvitaccel.apis.switch_options import method_options_text, next_step
+from mmvitaccel.switch.accelerate import METHODS, accelerated_config_text
+from mmvitaccel.switch.listing import method_options_text
+from mmvitaccel.switch.switch_options import next_step
 
 mmvitaccel.compat.apply()  # our tools' environment fixes
 # mmengine's toolbox lookup imports pkg_resources, whose deprecation warning

@@ -22,10 +22,16 @@ it to ``--plot`` (OUT.png by default).
 import argparse
 import os
 import os.path as osp
+import sys
 
 import torch
 
-import mmvitaccel
+REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+# the repository's projects/ (configs/study/ imports projects.digits_study)
+if REPO not in sys.path:
+    sys.path.append(REPO)
+
+import mmvitaccel  # noqa: E402
 from mmvitaccel.analysis.attention_stats import (build_host_backbone,
                                                  collect_attention,
                                                  dgssa_checkpoint)

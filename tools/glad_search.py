@@ -21,8 +21,15 @@ cfg-options (``model.backbone.static_layers``, ``glad_layers``,
 ``glad_tokens``) with its AM and FLOPs ratio under ``search``.
 """
 import argparse
+import os.path as osp
+import sys
 
-import mmvitaccel
+REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+# the repository's projects/ (configs/study/ imports projects.digits_study)
+if REPO not in sys.path:
+    sys.path.append(REPO)
+
+import mmvitaccel  # noqa: E402
 from mmvitaccel.models import DGSSAVisionTransformer
 from mmvitaccel.ops import accuracy_metric, architecture_flops, glad_search
 from mmvitaccel.analysis.attention_stats import (build_host_backbone,

@@ -24,7 +24,7 @@ REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 import mmvitaccel  # noqa: E402
-from mmvitaccel.models.backbones import HViTHostMixin  # noqa: E402
+from mmvitaccel.models.hvit import HViTHostMixin  # noqa: E402
 from mmvitaccel.ops import RepLinear, switch_to_deploy  # noqa: E402
 from mmvitaccel.apis.launch import load_config_file  # noqa: E402
 

@@ -5,8 +5,15 @@ mmvitaccel components).
         [--tiny] [--cfg-options k=v ...] [--launcher pytorch]
 """
 import argparse
+import os.path as osp
+import sys
 
-import mmvitaccel
+REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+# the repository's projects/ (configs/study/ imports projects.digits_study)
+if REPO not in sys.path:
+    sys.path.append(REPO)
+
+import mmvitaccel  # noqa: E402
 from mmvitaccel.apis.launch import (add_common_args, build_runner,
                                     enable_amp, finish_distributed,
                                     load_config, set_local_rank)

@@ -1,5 +1,5 @@
 # The trained methods of the small-scale study (docs/study.md), as data for
-# tools/analysis/tradeoff_study.py (mmvitaccel/analysis/study/). Every
+# tools/analysis/tradeoff_study.py (projects/digits_study/study/). Every
 # method fine-tunes from the trained host on the same budget
 # (configs/study/_base_/host_finetune.py) and seeds.
 #

@@ -1,16 +1,22 @@
 """Measuring models: the one FLOP counter (:mod:`.flops`), interleaved timing
 (:mod:`.timing`) and attention statistics of a host model
 (:mod:`.attention_stats`)."""
-from .attention_stats import (HOSTS, add_attention_hooks, build_host_backbone,
-                              build_loader, build_preprocessor,
-                              collect_attention, dgssa_checkpoint,
-                              interior_windows)
-from .flops import (EXTRA_FLOP_HANDLES, ZERO_FLOP_OPS, AverageFlopCount,
-                    FlopCount, average_flops, baddbmm_flop_jit,
-                    build_flop_analyzer, count_flops, count_params,
-                    einsum_exact_flop_jit, sdpa_flop_jit)
-from .timing import (BenchmarkResult, RatioStats, default_num_threads,
-                     interleaved_benchmark)
+from mmvitaccel.analysis.attention_stats import (HOSTS, add_attention_hooks,
+                                                 build_host_backbone,
+                                                 build_loader,
+                                                 build_preprocessor,
+                                                 collect_attention,
+                                                 dgssa_checkpoint,
+                                                 interior_windows)
+from mmvitaccel.analysis.flops import (EXTRA_FLOP_HANDLES, ZERO_FLOP_OPS,
+                                       AverageFlopCount, FlopCount,
+                                       average_flops, baddbmm_flop_jit,
+                                       build_flop_analyzer, count_flops,
+                                       count_params, einsum_exact_flop_jit,
+                                       sdpa_flop_jit)
+from mmvitaccel.analysis.timing import (BenchmarkResult, RatioStats,
+                                        default_num_threads,
+                                        interleaved_benchmark)
 
 __all__ = [
     'EXTRA_FLOP_HANDLES', 'HOSTS', 'ZERO_FLOP_OPS', 'AverageFlopCount',

@@ -18,10 +18,12 @@ from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
 from mmengine.utils import ProgressBar
 
-from ..models.backbones import DGSSASwinTransformer, DGSSAVisionTransformer
-from ..models.layers import vit_attention, window_attention
-from ..ops import AttentionStats, attention_to_logits
-from ..registry import MODELS
+from mmvitaccel.models.dgssa.dgssa_swin import DGSSASwinTransformer
+from mmvitaccel.models.dgssa.dgssa_vit import DGSSAVisionTransformer
+from mmvitaccel.models.dgssa.static_attention import (vit_attention,
+                                                      window_attention)
+from mmvitaccel.ops import AttentionStats, attention_to_logits
+from mmvitaccel.registry import MODELS
 
 HOSTS = ('DGSSAVisionTransformer', 'DGSSASwinTransformer')
 

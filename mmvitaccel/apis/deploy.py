@@ -19,9 +19,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .harness import toolbox_of
-from .size_branches import check_dynamic_size
-from .torch_version import DEPLOY_TORCH, require_torch
+from mmvitaccel.apis.harness import toolbox_of
+from mmvitaccel.apis.size_branches import check_dynamic_size
+from mmvitaccel.apis.torch_version import DEPLOY_TORCH, require_torch
 
 __all__ = [
     'TensorModule', 'deploy_module', 'python_scalars', 'check_exportable',
@@ -431,7 +431,7 @@ def runtime_callable(module: nn.Module,
     Returns:
         Callable[[], Any]: runs one batch.
     """
-    from ..ops import check_choice
+    from mmvitaccel.ops import check_choice
     check_choice('runtime', runtime, RUNTIMES)
     if runtime != 'eager':
         require_torch(DEPLOY_TORCH, f'The {runtime} runtime')

@@ -48,10 +48,10 @@ def load_config(config: str,
     Returns:
         mmengine.Config: The config.
     """
-    from .launch import load_config_file
+    from mmvitaccel.apis.launch import load_config_file
     cfg = load_config_file(config, cfg_options)
     if tiny:
-        from ..tiny import tinyfy_config
+        from mmvitaccel.tiny import tinyfy_config
         cfg = tinyfy_config(cfg)
     return cfg
 

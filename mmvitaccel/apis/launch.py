@@ -10,7 +10,7 @@ from mmengine.config import DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-from ..models.utils.config import load_config_file
+from mmvitaccel.models.utils.config import load_config_file
 
 
 def add_common_args(parser):

@@ -32,7 +32,7 @@ SIZE_BRANCHES: Dict[str, str] = {
     'mmdet.models.backbones.swin.ShiftWindowMSA': _WINDOW_CROP,
     'mmseg.models.backbones.swin.ShiftWindowMSA': _WINDOW_CROP,
     'mmaction.models.backbones.swin.SwinTransformerBlock3D': _WINDOW_CROP,
-    'mmvitaccel.models.layers.semantic_swin_stage.SemanticSwinBlockSequence':
+    'mmvitaccel.models.stvit.semantic_swin_stage.SemanticSwinBlockSequence':
     'chooses gathered or whole-map region attention by the map size',
 }
 

@@ -8,11 +8,13 @@ from mmengine.hooks import Hook
 from mmengine.logging import MMLogger
 from mmengine.model import is_model_wrapper
 
-from ..models.utils import PretrainedMixin
-from ..models.utils.load_report import (MIN_LOADED_SHARE, compare_state_dict,
-                                        describe_checkpoint, loaded_share,
-                                        log_report_keys, report_summary)
-from ..registry import HOOKS
+from mmvitaccel.models.utils import PretrainedMixin
+from mmvitaccel.models.utils.load_report import (MIN_LOADED_SHARE,
+                                                 compare_state_dict,
+                                                 describe_checkpoint,
+                                                 loaded_share, log_report_keys,
+                                                 report_summary)
+from mmvitaccel.registry import HOOKS
 
 
 def convert_host_parts(model, state):

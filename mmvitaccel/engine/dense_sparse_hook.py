@@ -2,7 +2,7 @@
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
-from ..registry import HOOKS
+from mmvitaccel.registry import HOOKS
 
 
 def _pruned_backbone(runner):

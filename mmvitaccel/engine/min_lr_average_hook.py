@@ -8,7 +8,7 @@ import warnings
 from mmengine.dist import is_main_process
 from mmengine.hooks import Hook
 
-from ..registry import HOOKS
+from mmvitaccel.registry import HOOKS
 
 
 @HOOKS.register_module()

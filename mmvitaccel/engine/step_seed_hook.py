@@ -7,7 +7,7 @@ import torch
 from mmengine.dist import get_rank
 from mmengine.hooks import Hook
 
-from ..registry import HOOKS
+from mmvitaccel.registry import HOOKS
 
 
 @HOOKS.register_module()

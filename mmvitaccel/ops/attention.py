@@ -37,7 +37,7 @@ Plain torch: no registry, no OpenMMLab imports.
 """
 import torch
 
-from .tracing import is_capturing
+from mmvitaccel.ops.tracing import is_capturing
 
 __all__ = [
     'MASKED_LOGIT', 'additive_mask', 'sdpa_mask', 'mask_logits',

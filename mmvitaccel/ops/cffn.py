@@ -16,12 +16,12 @@ and factors ``M2 = U V`` with ``U: mC x k``, ``V: k x C`` and
 FLOPs: ``FFN = 2 m N C^2``, ``cFFN = m N C^2 + m N C k + N k C =
 m N C^2 (1 + t)``, i.e. a ratio ``(1 + t) / 2``.
 
-Plain torch; the OpenMMLab glue is in ``mmvitaccel.models.layers.cffn``.
+Plain torch; the OpenMMLab glue is in ``mmvitaccel.models.hvit.cffn``.
 """
 import torch
 import torch.nn as nn
 
-from .flops import linear_flops, mlp_flops, mlp_params
+from mmvitaccel.ops.flops import linear_flops, mlp_flops, mlp_params
 
 __all__ = [
     'compact_dims', 'RepLinear', 'CompactLinear', 'switch_to_deploy',

@@ -10,7 +10,7 @@ Plain torch: no registry, no OpenMMLab imports.
 """
 import torch.nn.functional as F
 
-from .attention import sdpa_mask
+from mmvitaccel.ops.attention import sdpa_mask
 
 __all__ = ['cross_attention', 'project_key_values']
 

@@ -27,8 +27,8 @@ import math
 
 import torch
 
-from .attention import MASKED_LOGIT, masked_softmax
-from .checks import check_choice
+from mmvitaccel.ops.attention import MASKED_LOGIT, masked_softmax
+from mmvitaccel.ops.checks import check_choice
 
 #: the static-attention initialisations of the paper's ablation
 INIT_MODES = ('dg', 'random', 'uniform', 'local')

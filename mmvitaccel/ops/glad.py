@@ -36,8 +36,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import check_choice
-from .flops import layer_norm_flops, linear_flops, vit_layer_flops
+from mmvitaccel.ops.checks import check_choice
+from mmvitaccel.ops.flops import (layer_norm_flops, linear_flops,
+                                  vit_layer_flops)
 
 GLAD_INITS = ('pool', 'random')
 

@@ -25,18 +25,19 @@ Neither convolution has a bias: a bias adds the same value to every key of
 a map row, which the softmax cancels, so it could never learn.
 
 Everything here is plain torch; the OpenMMLab layers in
-``mmvitaccel.models.layers.hmhsa_attention`` use it.
+``mmvitaccel.models.hvit.hmhsa_attention`` use it.
 """
 import torch
 import torch.nn as nn
 
-from .attention import attention_logits
-from .flops import attention_flops, attention_params
-from .hmhsa_fused import (cross_head_mix, fused_hallucinated_attention,
-                          key_filter_operator, maps_times_values,
-                          sparse_filter_applies,
-                          stacked_hallucinated_attention)
-from .inference_cache import weight_cache
+from mmvitaccel.ops.attention import attention_logits
+from mmvitaccel.ops.flops import attention_flops, attention_params
+from mmvitaccel.ops.hmhsa_fused import (cross_head_mix,
+                                        fused_hallucinated_attention,
+                                        key_filter_operator, maps_times_values,
+                                        sparse_filter_applies,
+                                        stacked_hallucinated_attention)
+from mmvitaccel.ops.inference_cache import weight_cache
 
 __all__ = [
     'check_even_heads', 'IntraHeadHallucination', 'CrossHeadHallucination',

@@ -58,9 +58,9 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .attention import (additive_mask, attention_logits, mask_logits,
-                        masked_softmax)
-from .inference_cache import eager_inference
+from mmvitaccel.ops.attention import (additive_mask, attention_logits,
+                                      mask_logits, masked_softmax)
+from mmvitaccel.ops.inference_cache import eager_inference
 
 __all__ = [
     'hallucinated_keys', 'key_side_mask', 'key_filter_operator',

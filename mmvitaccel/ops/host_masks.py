@@ -21,11 +21,12 @@ import functools
 
 import torch
 
-from .stvit import pool_centres
-from .tracing import is_capturing
-from .windows import (covered_tokens_mask, neighbourhood_mask,
-                      neighbourhood_windows, region_windows_with_tokens,
-                      window_partition, window_reverse)
+from mmvitaccel.ops.stvit import pool_centres
+from mmvitaccel.ops.tracing import is_capturing
+from mmvitaccel.ops.windows import (covered_tokens_mask, neighbourhood_mask,
+                                    neighbourhood_windows,
+                                    region_windows_with_tokens,
+                                    window_partition, window_reverse)
 
 __all__ = ['host_valid', 'padded_shape', 'unpadded', 'semantic_valid_host',
            'semantic_all_valid', 'semantic_extent', 'regions_all_valid']

@@ -31,7 +31,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils import _python_dispatch
 
-from .tracing import is_capturing
+from mmvitaccel.ops.tracing import is_capturing
 
 __all__ = [
     'HOST_READS', 'host_read', 'recorded_host_reads', 'device_constant',

@@ -14,7 +14,7 @@ Plain torch: no registry, no OpenMMLab imports.
 """
 import torch
 
-from .tracing import is_capturing
+from mmvitaccel.ops.tracing import is_capturing
 
 __all__ = ['eager_inference', 'weight_cache']
 

@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from .host_sync import host_read
+from mmvitaccel.ops.host_sync import host_read
 
 __all__ = [
     'value_keep_count', 'value_keep_counts', 'topk_keep_mask',

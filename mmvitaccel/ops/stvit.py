@@ -19,9 +19,9 @@ Plain torch: no registry, no OpenMMLab imports.
 import torch
 import torch.nn as nn
 
-from .attention import masked_softmax
-from .checks import check_choice
-from .host_sync import device_constant
+from mmvitaccel.ops.attention import masked_softmax
+from mmvitaccel.ops.checks import check_choice
+from mmvitaccel.ops.host_sync import device_constant
 
 POOLING_MODES = ('max', 'avg')
 

@@ -16,8 +16,8 @@ Plain torch: no registry, no OpenMMLab imports.
 """
 import torch
 
-from .host_sync import host_read
-from .tracing import is_capturing
+from mmvitaccel.ops.host_sync import host_read
+from mmvitaccel.ops.tracing import is_capturing
 
 __all__ = ['gather_tokens', 'kept_indices', 'pad_kept_tokens',
            'restore_tokens']

@@ -61,17 +61,17 @@ Plain torch: no registry, no OpenMMLab imports.
 """
 import torch
 
-from .attention import MASKED_LOGIT  # noqa: F401 (the old home's name)
-from .attention import attention_logits, masked_softmax
-from .checks import check_choice
+from mmvitaccel.ops.attention import (MASKED_LOGIT)  # noqa: F401 (the old home's name)
+from mmvitaccel.ops.attention import attention_logits, masked_softmax
+from mmvitaccel.ops.checks import check_choice
 # the selectors live in their own module; the names stay here too
-from .keep_masks import (batch_mean_keep_mask,  # noqa: F401
-                         batch_mean_kept_index, mass_keep_mask,
-                         threshold_keep_mask, topk_keep_mask,
-                         value_keep_count, value_keep_counts)
+from mmvitaccel.ops.keep_masks import (batch_mean_keep_mask,
+                                       batch_mean_kept_index, mass_keep_mask,
+                                       threshold_keep_mask, topk_keep_mask,
+                                       value_keep_count, value_keep_counts)  #noqa: F401
 # dropping tokens for real lives in its own module; the names stay here too
-from .token_dropping import (gather_tokens, kept_indices,  # noqa: F401
-                             pad_kept_tokens, restore_tokens)
+from mmvitaccel.ops.token_dropping import (gather_tokens, kept_indices,
+                                           pad_kept_tokens, restore_tokens)  #noqa: F401
 
 SCORERS = ('tis', 'asvit', 'cls', 'random')
 SELECTORS = ('value', 'mass', 'threshold')

@@ -15,8 +15,8 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from .checks import check_choice
-from .tracing import is_capturing
+from mmvitaccel.ops.checks import check_choice
+from mmvitaccel.ops.tracing import is_capturing
 
 
 def pad_to_multiple(x, multiple):

@@ -6,13 +6,16 @@ overlay for tools that know nothing of it.
 This package imports nothing of mmvitaccel but :mod:`mmvitaccel.registry`:
 the overlay names our hooks by their registered type strings.
 """
-from .data import (ADE20K_LABELS, COCO_CATEGORIES, COCO_OBJECTS, ENV_ROOT,
-                   KINETICS_DIRECTIONS, MARKER, MAX_IMAGENET_CLASSES,
-                   TINY_DATA_KINDS, default_tiny_data_dir, make_tiny_ade20k,
-                   make_tiny_coco, make_tiny_data, make_tiny_imagenet,
-                   make_tiny_kinetics, tiny_data_root)
-from .overlay import DATASET_KINDS, DEFAULT_SCALE, DEFAULTS, tinyfy_config
-from .runner import TinyRunner
+from mmvitaccel.tiny.data import (ADE20K_LABELS, COCO_CATEGORIES, COCO_OBJECTS,
+                                  ENV_ROOT, KINETICS_DIRECTIONS, MARKER,
+                                  MAX_IMAGENET_CLASSES, TINY_DATA_KINDS,
+                                  default_tiny_data_dir, make_tiny_ade20k,
+                                  make_tiny_coco, make_tiny_data,
+                                  make_tiny_imagenet, make_tiny_kinetics,
+                                  tiny_data_root)
+from mmvitaccel.tiny.overlay import (DATASET_KINDS, DEFAULT_SCALE, DEFAULTS,
+                                     tinyfy_config)
+from mmvitaccel.tiny.runner import TinyRunner
 
 __all__ = [
     'ADE20K_LABELS', 'COCO_CATEGORIES', 'COCO_OBJECTS', 'DATASET_KINDS',

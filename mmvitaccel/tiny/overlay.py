@@ -54,8 +54,8 @@ import warnings
 
 from mmengine.config import ConfigDict
 
-from .data import TINY_DATA_KINDS, tiny_data_root
-from .schedule import shorten_schedule
+from mmvitaccel.tiny.data import TINY_DATA_KINDS, tiny_data_root
+from mmvitaccel.tiny.schedule import shorten_schedule
 
 #: dataset ``type`` (without scope) -> tiny dataset kind
 DATASET_KINDS = {

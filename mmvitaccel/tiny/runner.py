@@ -1,8 +1,8 @@
 """A runner that applies the tiny overlay before building itself."""
 from mmengine.runner import Runner
 
-from ..registry import RUNNERS
-from .overlay import tinyfy_config
+from mmvitaccel.registry import RUNNERS
+from mmvitaccel.tiny.overlay import tinyfy_config
 
 
 @RUNNERS.register_module()

@@ -38,7 +38,7 @@ REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, REPO)
 
 import mmvitaccel  # noqa: E402
-from mmvitaccel.analysis import study  # noqa: E402
+from projects.digits_study import study  # noqa: E402
 from mmvitaccel.apis.harness import load_config  # noqa: E402
 
 mmvitaccel.compat.apply()  # our tools' environment fixes

@@ -1,7 +1,7 @@
 # Copyright (c) mmvitaccel contributors. All rights reserved.
 """The training-free table of ``docs/accelerate.md`` in one command: each
 training-free method of the switch on the study hosts
-(:mod:`mmvitaccel.analysis.study.training_free`).
+(:mod:`projects.digits_study.study.training_free`).
 
 1. the digits DeiT host (``configs/study/digits_deit_host.py``, cached
    under ``--work-dir`` by the classification study, trained there if
@@ -27,8 +27,8 @@ REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, REPO)
 
 import mmvitaccel  # noqa: E402
-from mmvitaccel.analysis import study  # noqa: E402
-from mmvitaccel.analysis.study import dense_report, training_free  # noqa: E402
+from projects.digits_study import study  # noqa: E402
+from projects.digits_study.study import (dense_report, training_free)  # noqa: E402
 from mmvitaccel.apis.harness import load_config  # noqa: E402
 
 mmvitaccel.compat.apply()  # our tools' environment fixes

@@ -5,7 +5,8 @@
 # An epoch shows each of the 1,078 training scans on 4 canvases of its own
 # (68 iterations at batch 64), so that the schedule counts enough steps.
 default_scope = 'mmpretrain'
-custom_imports = dict(imports=['mmvitaccel'], allow_failed_imports=False)
+custom_imports = dict(
+    imports=['mmvitaccel', 'projects.digits_study'], allow_failed_imports=False)
 
 canvas = dict(
     type='mmvitaccel.DigitsCanvas',

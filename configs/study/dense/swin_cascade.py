@@ -31,6 +31,9 @@
 # checkpoint (backbone.* keys); the study tool copies the trained host to
 # the path below.
 _base_ = '../../_base_/swin_s_cascade_mask_rcnn_3x_coco.py'
+# the digits datasets (projects/digits_study)
+custom_imports = dict(
+    imports=['mmvitaccel', 'projects.digits_study'], allow_failed_imports=False)
 
 host_checkpoint = 'work_dirs/dense_study/digits_swin_host.pth'
 canvas_size = 160

@@ -25,6 +25,9 @@
 # background everywhere after 8 epochs (docs/study.md, "Dense prediction").
 # The backbone starts from the host checkpoint, as in swin_cascade.py.
 _base_ = '../../_base_/swin_s_upernet_ade20k.py'
+# the digits datasets (projects/digits_study)
+custom_imports = dict(
+    imports=['mmvitaccel', 'projects.digits_study'], allow_failed_imports=False)
 
 host_checkpoint = 'work_dirs/dense_study/digits_swin_host.pth'
 canvas_size = 160

@@ -5,7 +5,7 @@
 # AdamW wd 0.02, linear warm-up then cosine) on DigitsClips: one real digit
 # moving over clutter, labelled by the digit. The 2-D Swin is the digits
 # Swin host (configs/study/dense/swin_host.py) written in the official
-# layout (mmvitaccel.models.utils.swin_layout.swin_to_official;
+# layout (projects.digits_study.swin_layout.swin_to_official;
 # tools/analysis/dense_study.py writes the file below), as upstream inflates
 # an ImageNet Swin. Scaled down for two CPU cores:
 #   - backbone: the host's Swin (embed 32, depths 2-2-12-2), drop path 0.1;
@@ -26,6 +26,9 @@
 #     one-epoch linear warm-up (the recipe: 2.5 of 30 epochs), then cosine
 #     to zero.
 _base_ = '../../_base_/swin_t_k400.py'
+# the digits datasets (projects/digits_study)
+custom_imports = dict(
+    imports=['mmvitaccel', 'projects.digits_study'], allow_failed_imports=False)
 
 host_official = 'work_dirs/dense_study/digits_swin_host_official.pth'
 canvas_size = 112

@@ -6,9 +6,9 @@ One convention: the frozen teacher is built without weights, loads them in
 prediction loss is the KL divergence with a temperature (:mod:`.losses`:
 at ``T = 1`` it has the soft cross-entropy's gradient).
 """
-from .losses import check_temperature, kl_divergence
-from .teacher import (TeacherMixin, build_teacher, freeze,
-                      load_teacher_weights)
+from mmvitaccel.models.distill.losses import check_temperature, kl_divergence
+from mmvitaccel.models.distill.teacher import (TeacherMixin, build_teacher,
+                                               freeze, load_teacher_weights)
 
 __all__ = [
     'TeacherMixin', 'build_teacher', 'check_temperature', 'freeze',

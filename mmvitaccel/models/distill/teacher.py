@@ -42,9 +42,10 @@ import torch.nn as nn
 from mmengine.logging import MMLogger
 from mmengine.registry import DefaultScope
 
-from ...registry import MODELS
-from ..utils.checkpoint import load_with_report, read_state_dict
-from ..utils.config import load_config_file
+from mmvitaccel.registry import MODELS
+from mmvitaccel.models.utils.checkpoint import (load_with_report,
+                                                read_state_dict)
+from mmvitaccel.models.utils.config import load_config_file
 
 __all__ = ['build_teacher', 'load_teacher_weights', 'freeze', 'TeacherMixin']
 

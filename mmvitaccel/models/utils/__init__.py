@@ -1,31 +1,32 @@
-from .checkpoint import (deit_converter, deit_state_dict, inflate_2d_swin,
-                         swin_state_dict, video_swin_state_dict)
-from .checks import (as_int_tuple, check_finite, check_in_channels, check_int,
-                     check_int_pair)
-from .hvit_checkpoint import (hallucinated_state_dict, pvtv2_state_dict)
-from .load_report import (MIN_LOADED_SHARE, compare_state_dict,
-                          describe_checkpoint, load_with_report, loaded_share,
-                          report_summary)
-from .pretrained import PretrainedMixin
-from .static_checkpoint import (fresh_static_init,
-                                static_attention_state_dict)
-from .vit import embed_tokens
-
-__all__ = [
-    'compare_state_dict', 'loaded_share', 'deit_converter', 'deit_state_dict', 'load_with_report', 'swin_state_dict',
-    'video_swin_state_dict', 'inflate_2d_swin', 'hallucinated_state_dict',
-    'pvtv2_state_dict',
-    'embed_tokens', 'describe_checkpoint', 'MIN_LOADED_SHARE',
-    'report_summary',
-    'as_int_tuple', 'check_finite', 'check_in_channels', 'check_int',
-    'check_int_pair', 'PretrainedMixin',
-    'static_attention_state_dict', 'fresh_static_init', 'SWIN_ARCHS',
-    'SwinBase',
-    'swin_config'
-]
-
-from ...toolboxes import import_optional  # noqa: E402
-from .archs import SWIN_ARCHS  # noqa: E402
+"""What the methods share: host size tables, checks, the upstream checkpoint
+readers, the load report, the pretrained-weights mixin, ViT helpers and the
+Swin base (only where mmdet imports)."""
+from mmvitaccel.models.utils.archs import DEIT_ARCHS, SWIN_ARCHS
+from mmvitaccel.models.utils.checkpoint import (deit_converter,
+                                                deit_state_dict,
+                                                inflate_2d_swin,
+                                                swin_state_dict,
+                                                video_swin_state_dict)
+from mmvitaccel.models.utils.checks import (as_int_tuple, check_finite,
+                                            check_in_channels, check_int,
+                                            check_int_pair)
+from mmvitaccel.models.utils.load_report import (MIN_LOADED_SHARE,
+                                                 compare_state_dict,
+                                                 describe_checkpoint,
+                                                 load_with_report,
+                                                 loaded_share, report_summary)
+from mmvitaccel.models.utils.pretrained import PretrainedMixin
+from mmvitaccel.models.utils.vit import embed_tokens
+from mmvitaccel.toolboxes import import_optional
 
 import_optional(f'{__name__}.swin', ('mmdet', ), [], [], globals(),
                 exported=['SwinBase', 'swin_config'])
+
+__all__ = [
+    'DEIT_ARCHS', 'MIN_LOADED_SHARE', 'PretrainedMixin', 'SWIN_ARCHS',
+    'SwinBase', 'as_int_tuple', 'check_finite', 'check_in_channels',
+    'check_int', 'check_int_pair', 'compare_state_dict', 'deit_converter',
+    'deit_state_dict', 'describe_checkpoint', 'embed_tokens',
+    'inflate_2d_swin', 'load_with_report', 'loaded_share', 'report_summary',
+    'swin_config', 'swin_state_dict', 'video_swin_state_dict'
+]

@@ -1,6 +1,10 @@
 """The size tables of the hosts, importable without any toolbox."""
 
-__all__ = ['SWIN_ARCHS']
+__all__ = ['DEIT_ARCHS', 'SWIN_ARCHS']
+
+#: short names of the DeiT sizes (mmpretrain's own ``'small'`` is ViT-S, a
+#: different model; our DeiT backbones read them as DeiT)
+DEIT_ARCHS = {'tiny': 'deit-tiny', 'small': 'deit-small', 'base': 'deit-base'}
 
 #: embed_dims, depths, num_heads of the Swin sizes
 SWIN_ARCHS = {

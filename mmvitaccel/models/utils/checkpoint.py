@@ -31,9 +31,11 @@ from collections import OrderedDict
 import torch
 from mmengine.runner.checkpoint import CheckpointLoader
 
-from .load_report import (  # noqa: F401 (re-exported)
-    MIN_LOADED_SHARE, compare_state_dict, describe_checkpoint,
-    load_with_report, loaded_share, report_summary)
+from mmvitaccel.models.utils.load_report import (MIN_LOADED_SHARE,
+                                                 compare_state_dict,
+                                                 describe_checkpoint,
+                                                 load_with_report,
+                                                 loaded_share, report_summary)  #noqa: F401 (re-exported)
 
 
 def _strip(state_dict, prefix):

@@ -23,7 +23,7 @@ Host)``, and overrides only the hooks it needs.
 """
 from mmengine.logging import MMLogger
 
-from .load_report import load_with_report
+from mmvitaccel.models.utils.load_report import load_with_report
 
 
 class PretrainedMixin:

@@ -37,8 +37,8 @@ import inspect
 
 from mmdet.models.backbones.swin import SwinTransformer
 
-from .archs import SWIN_ARCHS
-from .checks import check_in_channels
+from mmvitaccel.models.utils.archs import SWIN_ARCHS
+from mmvitaccel.models.utils.checks import check_in_channels
 
 
 def swin_config(arch, kwargs):

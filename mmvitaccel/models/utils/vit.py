@@ -15,7 +15,7 @@ import torch
 from mmpretrain.models.backbones import VisionTransformer
 from mmpretrain.models.utils import resize_pos_embed
 
-from .checks import check_in_channels
+from mmvitaccel.models.utils.checks import check_in_channels
 
 __all__ = [
     'embed_tokens', 'vit_layer_cfgs', 'run_layers', 'format_vit_output',

@@ -5,8 +5,9 @@ import os.path as osp
 import cv2
 import numpy as np
 
-from .common import (_COLOURS, _ensure, _fill, _jitter, _progress,
-                     _random_polygon, _rng, _write_jpeg)
+from mmvitaccel.tiny.data.common import (_COLOURS, _ensure, _fill, _jitter,
+                                         _progress, _random_polygon, _rng,
+                                         _write_jpeg)
 
 # ADE20K label values as stored in the PNGs (index in
 # ``ADE20KDataset.METAINFO['classes']`` + 1; 0 is "other").

@@ -6,9 +6,10 @@ import os.path as osp
 import cv2
 import numpy as np
 
-from .common import (_COLOURS, _ensure, _fill, _jitter, _polygon_area,
-                     _polygon_mask, _progress, _random_polygon, _rng,
-                     _texture, _write_jpeg)
+from mmvitaccel.tiny.data.common import (_COLOURS, _ensure, _fill, _jitter,
+                                         _polygon_area, _polygon_mask,
+                                         _progress, _random_polygon, _rng,
+                                         _texture, _write_jpeg)
 
 # The 80 COCO categories: (id, name, supercategory), ids as in the official
 # annotations (non-contiguous 1..90).

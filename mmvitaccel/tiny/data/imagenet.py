@@ -5,10 +5,11 @@ import os.path as osp
 import cv2
 import numpy as np
 
-from .common import (_COLOUR_NAMES, _COLOURS, _SHAPE_NAMES, _cv2_points,
-                     _ensure, _fill, _jitter, _polygon_mask, _progress,
-                     _random_polygon, _rng, _texture, _write_jpeg,
-                     _write_text)
+from mmvitaccel.tiny.data.common import (_COLOUR_NAMES, _COLOURS, _SHAPE_NAMES,
+                                         _cv2_points, _ensure, _fill, _jitter,
+                                         _polygon_mask, _progress,
+                                         _random_polygon, _rng, _texture,
+                                         _write_jpeg, _write_text)
 
 _STYLES = ('solid', 'outline', 'striped')
 

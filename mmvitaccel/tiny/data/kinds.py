@@ -2,11 +2,11 @@
 import os
 import os.path as osp
 
-from .ade20k import make_tiny_ade20k
-from .coco import make_tiny_coco
-from .common import FORMAT_VERSION, _read_marker
-from .imagenet import make_tiny_imagenet
-from .kinetics import make_tiny_kinetics
+from mmvitaccel.tiny.data.ade20k import make_tiny_ade20k
+from mmvitaccel.tiny.data.coco import make_tiny_coco
+from mmvitaccel.tiny.data.common import FORMAT_VERSION, _read_marker
+from mmvitaccel.tiny.data.imagenet import make_tiny_imagenet
+from mmvitaccel.tiny.data.kinetics import make_tiny_kinetics
 
 ENV_ROOT = 'MMVITACCEL_TINY_DATA'
 

@@ -5,9 +5,10 @@ import os.path as osp
 import cv2
 import numpy as np
 
-from .common import (_COLOUR_NAMES, _COLOURS, _SHAPE_NAMES, _ensure, _fill,
-                     _jitter, _polygon, _progress, _rng, _texture,
-                     _write_text)
+from mmvitaccel.tiny.data.common import (_COLOUR_NAMES, _COLOURS, _SHAPE_NAMES,
+                                         _ensure, _fill, _jitter, _polygon,
+                                         _progress, _rng, _texture,
+                                         _write_text)
 
 #: Motion directions of :func:`make_tiny_kinetics` in label order:
 #: name -> (dx, dy).

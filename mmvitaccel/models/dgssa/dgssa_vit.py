@@ -1,0 +1,244 @@
+"""Integrated-DeiT: DGSSA in the early layers, GLAD token pyramid after.
+
+Paper: *Accelerating Vision Transformers Based on Heterogeneous Attention
+Patterns* (no public code; reconstruction in
+``docs/dgssa_glad_design.md#placement``). The paper's
+Integrated-DeiT-S: DGSSA (static attention) in layers 1-2 (0-based; layer 0
+stays dynamic), GLAD at layers 3, 5 and 7 taking 197 -> 127 -> 77 -> 35
+tokens, FLOPs ratio about 0.5.
+
+Class token (our choice, documented): token counts include it, and the
+GLADs aggregate the *patch* tokens only (196 -> 126 -> 76 -> 34) while the
+class token passes unchanged, so that the classifier still reads it
+(``out_type='cls_token'``, as DeiT).
+"""
+import math
+
+import torch
+import torch.nn as nn
+from mmpretrain.models.backbones import VisionTransformer
+
+from mmvitaccel.ops import (GLAD, check_init_mode, init_static_logits,
+                            token_counts)
+from mmvitaccel.registry import MODELS
+from mmvitaccel.models.dgssa.static_attention import StaticMultiheadAttention
+from mmvitaccel.models.dgssa.static_checkpoint import (fresh_static_init,
+                                                       static_attention_state_dict)
+from mmvitaccel.models.utils import PretrainedMixin, deit_state_dict
+from mmvitaccel.models.utils.vit import embed_tokens, run_layers
+from mmvitaccel.models.utils.archs import DEIT_ARCHS
+
+
+def check_layers(static_layers, glad_layers, glad_tokens, num_layers,
+                 num_tokens, extra_tokens):
+    """Raise a clear ``ValueError`` unless the DGSSA/GLAD layout is valid."""
+    for name, layers in (('static_layers', static_layers),
+                         ('glad_layers', glad_layers)):
+        if any(not 0 <= i < num_layers for i in layers) or \
+                len(set(layers)) != len(layers):
+            raise ValueError(f'{name} must be distinct layer indices in '
+                             f'0..{num_layers - 1}, got {tuple(layers)}')
+    if list(glad_layers) != sorted(glad_layers):
+        raise ValueError(f'glad_layers must increase, got {glad_layers}')
+    if len(glad_layers) != len(glad_tokens):
+        raise ValueError(f'{len(glad_layers)} glad_layers but '
+                         f'{len(glad_tokens)} glad_tokens')
+    prev = num_tokens
+    for m in glad_tokens:
+        if not extra_tokens < m < prev:
+            raise ValueError(
+                f'glad_tokens must decrease from the {num_tokens} input '
+                f'tokens ({extra_tokens} class token(s) included, and at '
+                f'least one patch token kept), got {tuple(glad_tokens)}')
+        prev = m
+
+
+@MODELS.register_module()
+class DGSSAVisionTransformer(PretrainedMixin, VisionTransformer):
+    """DeiT/ViT with DGSSA layers and a GLAD token pyramid.
+
+    With ``x`` the embedded tokens ``(B, n_0, d)``, ``n_0 = 1 + HW``:
+
+    * before layer ``l`` in ``glad_layers``:
+      ``x = [cls; GELU(LN(W_l x_patch)) + E_l]`` (GLAD, ``W_l`` of
+      ``(m_l - 1) x (n - 1)``), so layer ``l`` on runs on ``m_l`` tokens;
+    * layer ``l`` in ``static_layers``: ``ln1``, then DGSSA
+      ``Proj(softmax(S_l) . V)`` with static per-head logits ``S_l``
+      ``(h, n_l, n_l)`` instead of ``softmax(Q K^T / sqrt(d_h))``, then the
+      upstream FFN;
+    * every other layer is upstream's ``TransformerEncoderLayer``.
+
+    Parameter names stay mmpretrain's (a static layer's ``attn.qkv`` becomes
+    ``attn.v``, its V rows), so an mmpretrain or official DeiT checkpoint
+    loads; Q and K of the static layers are dropped with a report.
+
+    Args:
+        arch (str | dict): ``'deit-tiny'``/``'deit-small'``/``'deit-base'``
+            (or ``'tiny'``/``'small'``/``'base'``), another
+            ``VisionTransformer`` arch, or a dict.
+        static_layers (Sequence[int]): 0-based DGSSA layers; ``(1, 2)`` is
+            the paper's ``P = 2``.
+        static_init (str): ``'dg'`` (static logits from a checkpoint written
+            by ``tools/dgssa_init.py``; uniform when training from
+            scratch), ``'random'``, ``'uniform'`` or ``'local'``.
+        glad_layers (Sequence[int]): 0-based layers that start with a GLAD.
+        glad_tokens (Sequence[int]): token count after each GLAD, class
+            token included, decreasing.
+        glad_init (str): ``W`` init of the GLADs: ``'pool'`` or
+            ``'random'``.
+        **kwargs: the other arguments of mmpretrain's ``VisionTransformer``
+            (``img_size`` fixes the token counts; other input sizes are
+            refused).
+    """
+
+    def __init__(self,
+                 arch='deit-small',
+                 static_layers=(1, 2),
+                 static_init='dg',
+                 glad_layers=(3, 5, 7),
+                 glad_tokens=(127, 77, 35),
+                 glad_init='pool',
+                 **kwargs):
+        if isinstance(arch, str):
+            arch = DEIT_ARCHS.get(arch.lower(), arch.lower())
+        check_init_mode(static_init)
+        if kwargs.get('out_type') == 'featmap' and glad_layers:
+            raise ValueError("out_type='featmap' needs the patch grid, which "
+                             'GLAD replaces; use cls_token, avg_featmap or '
+                             'raw')
+        super().__init__(arch=arch, **kwargs)
+        extra = self.num_extra_tokens
+        n0 = extra + math.prod(self.patch_resolution)
+        static_layers, glad_layers = list(static_layers), list(glad_layers)
+        glad_tokens = list(glad_tokens)
+        check_layers(static_layers, glad_layers, glad_tokens,
+                     self.num_layers, n0, extra)
+        self.static_layers = static_layers
+        self.static_init = static_init
+        self.glad_layers = glad_layers
+        self.glad_tokens = glad_tokens
+        self.tokens = token_counts(n0, self.num_layers, glad_layers,
+                                   glad_tokens)
+        for i in static_layers:
+            layer = self.layers[i]
+            layer.attn = StaticMultiheadAttention.from_dynamic(
+                layer.attn, self.tokens[i])
+        before = [n0] + glad_tokens[:-1]
+        self.glads = nn.ModuleList(
+            GLAD(n - extra, m - extra, self.embed_dims, glad_init)
+            for n, m in zip(before, glad_tokens))
+        self._glad_index = {l: k for k, l in enumerate(glad_layers)}
+        # silently uniform for 'dg' until init_weights loads the logits
+        self.reset_static_logits(
+            'uniform' if static_init == 'dg' else None)
+
+    def reset_static_logits(self, mode=None):
+        """Static logits by ``mode`` (``static_init`` by default); ``'dg'``
+        without data falls back to uniform, with a warning."""
+        mode = fresh_static_init(mode or self.static_init)
+        side = self.patch_resolution
+        for i in self.static_layers:
+            attn = self.layers[i].attn
+            grid = side if attn.num_tokens == self.tokens[0] else None
+            if mode == 'local' and grid is None:
+                raise ValueError(f"'local' init needs the patch grid; layer "
+                                 f'{i} runs on GLAD tokens')
+            with torch.no_grad():
+                attn.static_logits.copy_(
+                    init_static_logits(mode, attn.num_heads, attn.num_tokens,
+                                       grid, self.num_extra_tokens))
+
+    #: reads a host (DeiT/ViT) checkpoint in any supported layout
+    host_state_dict = staticmethod(deit_state_dict)
+
+    #: the GLADs have no counterpart in a host checkpoint
+    new_parameter_prefixes = ('glads.', )
+
+    def convert_host_state_dict(self, state_dict):
+        """Turn a DeiT state dict into this model's names: a static layer's
+        ``attn.qkv`` gives ``attn.v`` (its V rows), Q and K are dropped.
+        Static logits already in the checkpoint (``tools/dgssa_init.py``)
+        are kept; otherwise ``static_init`` provides them (``'dg'`` needs
+        them: a clear error). See
+        :func:`~mmvitaccel.models.utils.static_attention_state_dict`.
+
+        Args:
+            state_dict (dict): DeiT weights in mmpretrain's names.
+
+        Returns:
+            tuple[dict, list[str], OrderedDict]: the state dict, the notes
+            of what was dropped, and the names initialised here (keys, each
+            with None: a ViT has no bias to fold).
+        """
+        return static_attention_state_dict(
+            state_dict,
+            {f'layers.{i}.attn.': self.layers[i].attn
+             for i in self.static_layers},
+            self.static_init,
+            qk_note='{key}: Q and K rows dropped (DGSSA layer), V rows -> '
+            '{v_key}')
+
+    def adapt_host_state_dict(self, state_dict):
+        """Resize the position embedding as upstream does, then split the
+        static layers' ``qkv`` (:meth:`convert_host_state_dict`).
+
+        Args:
+            state_dict (dict): DeiT weights in mmpretrain's names.
+
+        Returns:
+            tuple[dict, OrderedDict, list[str]]: see
+            :meth:`PretrainedMixin.adapt_host_state_dict`.
+        """
+        self._prepare_pos_embed(state_dict, prefix='')
+        state_dict, notes, fresh = self.convert_host_state_dict(state_dict)
+        return state_dict, fresh, notes
+
+    def init_new_parameters(self, fresh=None):
+        """GLADs from their ``glad_init``; static logits by
+        ``static_init`` from scratch, or when the checkpoint lacks some.
+
+        Args:
+            fresh (Collection[str] | None): static logits the checkpoint
+                lacks, or None from scratch.
+        """
+        for glad in self.glads:
+            glad.reset_parameters()
+        if fresh is None or fresh:
+            self.reset_static_logits()
+
+    def forward_with_glad(self, x):
+        """Forward that also returns the GLAD outputs (token distillation).
+
+        Args:
+            x (Tensor): images ``(B, 3, H, W)`` at ``img_size``.
+
+        Returns:
+            tuple[tuple[Tensor], list[Tensor]]: the backbone outputs (one per
+            ``out_indices``) and each GLAD's ``Y`` ``(B, m_l - 1, d)``.
+        """
+        x, patch_resolution = embed_tokens(self, x)
+        if tuple(patch_resolution) != tuple(self.patch_resolution):
+            raise ValueError(
+                f'DGSSA/GLAD are built for the {self.patch_resolution} patch '
+                f'grid of img_size {self.img_size}, got {patch_resolution}')
+        e = self.num_extra_tokens
+        glad_outs = []
+
+        def step(i, layer, x):
+            if i in self._glad_index:  # x = [cls; GLAD(x_patch)]
+                y = self.glads[self._glad_index[i]](x[:, e:])
+                glad_outs.append(y)
+                x = torch.cat((x[:, :e], y), dim=1)
+            return layer(x)
+
+        outs, _ = run_layers(self, x, patch_resolution, step=step)
+        return outs, glad_outs
+
+    def forward(self, x):
+        """Args:
+            x (Tensor): images ``(B, 3, H, W)`` at ``img_size``.
+
+        Returns:
+            tuple[Tensor]: one output per ``out_indices`` by ``out_type``.
+        """
+        return self.forward_with_glad(x)[0]

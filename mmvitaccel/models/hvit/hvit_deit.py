@@ -1,0 +1,134 @@
+"""hMHSA + cFFN on DeiT (mmpretrain ``VisionTransformer``)."""
+from mmpretrain.models.backbones import VisionTransformer
+
+from mmvitaccel.ops import check_even_heads, check_hmhsa_form
+from mmvitaccel.registry import MODELS
+from mmvitaccel.models.hvit.hmhsa_attention import (HViTEncoderLayer,
+                                                    resolve_hmhsa_stages)
+from mmvitaccel.models.utils import deit_state_dict
+from mmvitaccel.models.utils.vit import (embed_tokens, run_layers,
+                                         vit_layer_cfgs)
+from mmvitaccel.models.hvit.hvit_base import HViTHostMixin, resolve_layers
+from mmvitaccel.models.utils.archs import DEIT_ARCHS
+
+
+@MODELS.register_module()
+class HViTDeiT(HViTHostMixin, VisionTransformer):
+    """DeiT with hallucinated attention maps (hMHSA) and a compact FFN.
+
+    Every chosen layer is an :class:`HViTEncoderLayer`: hMHSA projects
+    ``Q^, K^`` to ``C / 2`` (``h / 2`` real maps on the ``[cls; H x W]``
+    keys), hallucinates ``h / 2`` maps with IHH (3x3 depth-wise over the
+    ``H x W`` key grid; the class-token key only sees the centre tap) and
+    CHH (1x1 across maps), and attends the full ``V``; cFFN factors
+    ``ffn.layers.1`` (``mC -> C``) into ``U V`` of rank
+    ``k = t m C / (m + 1)``, trained as ``r`` (1x1 conv + BN) branches per
+    factor and folded by :meth:`switch_to_deploy`. With ``hmhsa=False`` and
+    ``cffn=False`` the model is mmpretrain's ``VisionTransformer`` (same
+    names and outputs).
+
+    Args:
+        arch (str | dict): ``'deit-tiny'``/``'deit-small'``/``'deit-base'``
+            (or ``'tiny'``/``'small'``/``'base'``, read as DeiT), another
+            ``VisionTransformer`` arch, or a dict. The head count must be
+            even where hMHSA is used (DeiT-T/S/B: 3/6/12 heads, so DeiT-T
+            cannot use it).
+        hmhsa (bool | Sequence[int]): hMHSA in all layers, none, or these
+            0-based layers.
+        cffn (bool | Sequence[int]): cFFN in all layers, none, or these.
+        cffn_ratio (float): Compact ratio ``t`` (default 0.5,
+            ``docs/hmhsa_cffn_design.md#defaults``).
+        cffn_branches (int): ``r`` branches while training (default 2,
+            ``docs/hmhsa_cffn_design.md#defaults``).
+        deploy (bool): Build cFFN folded (to load a converted checkpoint).
+        ihh_kernel (int): IHH filter side (3).
+        hmhsa_form (str): Form of hMHSA's attention, ``'explicit'``,
+            ``'fused'``, ``'stacked'`` or ``'auto'`` (default: per shape the
+            faster; see ``docs/hmhsa_cffn_design.md#forms``). Same function.
+        **kwargs: Other ``VisionTransformer`` arguments (``img_size``,
+            ``patch_size``, ``drop_path_rate``, ``out_type``, ``init_cfg``
+            ...). ``init_cfg=dict(type='Pretrained', checkpoint=...)`` reads
+            official or mmpretrain DeiT weights (see
+            :meth:`load_host_checkpoint`).
+    """
+
+    def __init__(self,
+                 arch='deit-small',
+                 hmhsa=True,
+                 cffn=True,
+                 cffn_ratio=0.5,
+                 cffn_branches=2,
+                 deploy=False,
+                 ihh_kernel=3,
+                 hmhsa_form='auto',
+                 **kwargs):
+        check_hmhsa_form(hmhsa_form)
+        if isinstance(arch, str):
+            arch = DEIT_ARCHS.get(arch.lower(), arch.lower())
+        super().__init__(arch=arch, **kwargs)
+        heads = self.arch_settings['num_heads']
+        if hmhsa is True:  # one head count for all layers: refuse odd ones
+            check_even_heads(heads, 'every DeiT layer')
+        attn_layers = resolve_hmhsa_stages(
+            hmhsa if isinstance(hmhsa, bool) else tuple(hmhsa),
+            [heads] * self.num_layers)
+        ffn_layers = resolve_layers(cffn, self.num_layers, 'cffn')
+        self.hmhsa_layers, self.cffn_layers = attn_layers, ffn_layers
+        self.deploy = deploy
+        # the layer arguments VisionTransformer gave its own layers (its
+        # layer_cfgs included, which may override the hMHSA/cFFN ones)
+        layer_cfgs = vit_layer_cfgs(self, dict(kwargs, arch=arch))
+        for i in range(self.num_layers):
+            cfg = dict(
+                hmhsa=i in attn_layers,
+                cffn=i in ffn_layers,
+                cffn_ratio=cffn_ratio,
+                cffn_branches=cffn_branches,
+                deploy=deploy,
+                num_extra_tokens=self.num_extra_tokens,
+                ihh_kernel=ihh_kernel,
+                hmhsa_form=hmhsa_form)
+            cfg.update(layer_cfgs[i])
+            self.layers[i] = HViTEncoderLayer(**cfg)
+        if self.frozen_stages > 0:  # upstream froze the replaced layers
+            self._freeze_stages()
+
+    def train(self, mode=True):
+        """Set the mode, keeping the frozen layers (``frozen_stages``) in
+        eval mode: upstream ViT freezes them once, in ``__init__``, and a
+        later ``.train()`` would let their cFFN BatchNorm statistics move.
+
+        Args:
+            mode (bool): Training mode.
+
+        Returns:
+            HViTDeiT: ``self``.
+        """
+        super().train(mode)
+        if mode and self.frozen_stages > 0:
+            self._freeze_stages()
+        return self
+
+    #: reads official / mmpretrain DeiT checkpoints
+    read_host_checkpoint = staticmethod(deit_state_dict)
+
+    def _prepare_host_state_dict(self, state_dict):
+        """Resize the position embedding to this ``img_size``."""
+        self._prepare_pos_embed(state_dict, prefix='')
+
+    def forward(self, x):
+        """Upstream's forward, giving each layer the patch grid (IHH).
+
+        Args:
+            x (Tensor): Images ``(B, 3, H_img, W_img)``, any size the
+                position embedding can be resized to.
+
+        Returns:
+            tuple[Tensor]: One output per ``out_indices``, by ``out_type``.
+        """
+        x, patch_resolution = embed_tokens(self, x)
+        return run_layers(
+            self,
+            x,
+            patch_resolution,
+            step=lambda i, layer, x: layer(x, patch_resolution))[0]

@@ -1,0 +1,374 @@
+"""STViT on Video Swin: semantic tokens generated from each frame.
+
+Paper: Chang et al., *Making Vision Transformers Efficient from A Token
+Sparsification View* (CVPR 2023), section on video: "semantic tokens are
+generated from each frame" of Video Swin-T/S, about -27% FLOPs. No code was
+released; this is the reconstruction of ``docs/stvit_design.md`` (section
+7): the 2-D STGM of :class:`STViTSwinTransformer` runs on every temporal
+slice of stage 3 (time folded into the batch), semantic local blocks attend
+within one frame's window tokens, global blocks and stage 4 attend among
+all semantic tokens of the clip, and the patch merging before stage 4
+becomes a channel-doubling linear layer. mmaction2's Video Swin names are
+kept, so its checkpoints load.
+"""
+import numpy as np
+import torch.utils.checkpoint as cp
+from mmaction.models.backbones.swin import (SwinTransformer3D,
+                                            SwinTransformerBlock3D,
+                                            compute_mask, get_window_size)
+from mmengine.logging import MMLogger
+from mmengine.model import BaseModule
+
+from mmvitaccel.ops import (check_pooling, pad_to_multiple, padded_shape,
+                            semantic_all_valid, window_reverse)
+from mmvitaccel.registry import MODELS
+from mmvitaccel.ops import cross_attention, project_key_values
+from mmvitaccel.models.stvit.semantic_swin_stage import (
+                                                         SemanticSwinBlockSequence,
+                                                         build_semantic_stages,
+                                                         check_semantic_windows,
+                                                         check_stgm_fits,
+                                                         check_stgm_keys,
+                                                         resolve_stgm_index)
+from mmvitaccel.models.utils import (PretrainedMixin, check_in_channels,
+                                     inflate_2d_swin, load_with_report,
+                                     video_swin_state_dict)
+
+
+class CrossAttentionSwinBlock3D(SwinTransformerBlock3D):
+    """A Video Swin block whose queries attend to another set of tokens.
+
+    The 3-D counterpart of
+    :class:`~mmvitaccel.models.CrossAttentionSwinBlock`, with
+    mmaction2's names (``norm1``, ``attn.qkv``, ``attn.proj``, ``norm2``,
+    ``mlp.fc1``, ``mlp.fc2``):
+    ``x' = shortcut + DropPath(Proj(softmax(q k^T * s + mask) v))``,
+    ``q = W_q LN1(query)``, ``k, v = W_kv LN1(keys)``, then
+    ``x = x' + DropPath(MLP(LN2(x')))``. No relative position bias: the
+    inherited table is removed.
+
+    Args:
+        embed_dims (int): channels ``C``.
+        num_heads (int): attention heads.
+        **kwargs: the other arguments of mmaction2's
+            ``SwinTransformerBlock3D`` (``window_size``/``shift_size`` are
+            meaningless here).
+    """
+
+    def __init__(self, embed_dims, num_heads, **kwargs):
+        kwargs.pop('shift_size', None)
+        super().__init__(embed_dims, num_heads, **kwargs)
+        del self.attn.relative_position_bias_table
+        del self.attn.relative_position_index
+
+    def key_values(self, tokens):
+        """Keys and values ``W_kv LN1(tokens)``: ``(..., C) -> (..., 2C)``.
+        """
+        return project_key_values(tokens, self.norm1, self.attn.qkv)
+
+    def forward(self, query, kv, key_valid=None, shortcut=None):
+        """Attention from ``query`` to projected keys, residual, MLP.
+
+        Args:
+            query (Tensor): ``(N, Lq, C)``.
+            kv (Tensor): ``(N, Lk, 2C)`` from :meth:`key_values`.
+            key_valid (Tensor, optional): ``(N|nW, Lk)`` bool key mask.
+            shortcut (Tensor, optional): residual of the attention, default
+                ``query``.
+
+        Returns:
+            Tensor: ``(N, Lq, C)``.
+        """
+
+        def _inner_forward(query, kv):
+            attn = self.attn
+            identity = query if shortcut is None else shortcut
+            out = cross_attention(self.norm1(query), kv, attn.qkv,
+                                  attn.num_heads, attn.scale,
+                                  attn.attn_drop.p if self.training else 0.,
+                                  key_valid)
+            x = identity + self.drop_path(attn.proj_drop(attn.proj(out)))
+            return x + self.drop_path(self.mlp(self.norm2(x)))
+
+        if self.with_cp and query.requires_grad:
+            return cp.checkpoint(
+                _inner_forward, query, kv, use_reentrant=False)
+        return _inner_forward(query, kv)
+
+
+class STViTSwinBlockSequence3D(SemanticSwinBlockSequence):
+    """The Video Swin stage where STViT generates semantic tokens per frame.
+
+    ``blocks[:i]`` are upstream Video Swin blocks (3-D windows, shifts),
+    ``blocks[i:i + 2]`` the STGM, run on each temporal slice, and the rest
+    semantic blocks alternating local (one frame's window) and global (the
+    whole clip). ``expand`` doubles the channels (None in the last stage).
+
+    Args:
+        blocks (ModuleList): all blocks of the stage.
+        expand (nn.Module | None): ``Linear(C, 2C)`` or None.
+        stgm_index (int): ``i``, the block index of STGM-1.
+        window_size_3d (tuple[int, int, int]): Video Swin's window.
+        shift_size (tuple[int, int, int]): its shift for odd blocks.
+        **kwargs: the arguments of :class:`SemanticSwinBlockSequence`
+            except ``num_stgm``; ``window_size`` is the spatial window.
+    """
+
+    def __init__(self, blocks, expand, stgm_index, window_size_3d,
+                 shift_size, **kwargs):
+        super().__init__(blocks, num_stgm=1, **kwargs)
+        self.expand = expand
+        self.stgm_index = stgm_index
+        self.window_size_3d = tuple(window_size_3d)
+        self.shift_size = tuple(shift_size)
+
+    def _upstream_blocks(self, x):
+        """Upstream Video Swin blocks on ``(B, D, H, W, C)``, with the
+        shift mask of mmaction2's ``BasicLayer``."""
+        _, D, H, W, _ = x.shape
+        window, shift = get_window_size((D, H, W), self.window_size_3d,
+                                        self.shift_size)
+        Dp, Hp, Wp = (int(np.ceil(n / w)) * w
+                      for n, w in zip((D, H, W), window))
+        attn_mask = compute_mask(Dp, Hp, Wp, window, shift, x.device)
+        for block in self.blocks[:self.stgm_index]:
+            x = block(x, attn_mask)
+        return x
+
+    def forward(self, x):
+        """Image tokens of a clip in, semantic tokens out.
+
+        Args:
+            x (Tensor): ``(B, C, D, H, W)``.
+
+        Returns:
+            tuple: ``(x_down, grid_shape, out, grid_shape, valid)``: the
+            semantic tokens after ``expand`` ``(B, D * s_H * s_W, 2C)``
+            and before it ``(B, D * s_H * s_W, C)``, ordered ``(d, row,
+            col)`` on the per-frame semantic grid ``(s_H, s_W)``, the grid
+            ``(D, s_H, s_W)`` and the validity ``(D * s_H * s_W, )``.
+        """
+        i, w, s = self.stgm_index, self.window_size, self.semantic_window
+        x = self._upstream_blocks(x.permute(0, 2, 3, 4, 1).contiguous())
+        B, D, H, W, C = x.shape
+        # every frame is an image: fold time into the batch
+        x, valid = pad_to_multiple(x.view(B * D, H, W, C), w)
+        grid = (x.shape[1] // w * s, x.shape[2] // w * s)
+        _, sem, sem_valid = self.generate(0, self.blocks[i],
+                                          self.blocks[i + 1], x, valid,
+                                          hw=(H, W))
+        all_valid = semantic_all_valid((H, W), x.shape[1:3], w, s)
+        clip_valid = sem_valid.reshape(-1).repeat(D)
+        for j, block in enumerate(self.blocks[i + 2:]):
+            if j % 2 == 0:  # local: a window's tokens in one frame
+                sem = self.attend_local(block, sem, sem_valid, all_valid)
+            else:  # global: every semantic token of the clip
+                sem = self.attend_global(block, sem.view(B, -1, C),
+                                         clip_valid, all_valid).view_as(sem)
+        out = window_reverse(sem, s, *grid).view(B, -1, C)
+        valid = window_reverse(sem_valid[..., None], s, *grid).view(-1)
+        valid = valid.repeat(D)
+        x_down = out if self.expand is None else self.expand(out)
+        return x_down, (D, *grid), out, (D, *grid), valid
+
+
+@MODELS.register_module()
+class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
+    """STViT on Video Swin (mmaction2's ``SwinTransformer3D``).
+
+    Stage 3 (``semantic_stage``) generates ``w_s x w_s`` semantic tokens per
+    ``7 x 7`` window of every frame with an STGM at blocks ``(i, i + 1)``
+    (the positions of :class:`STViTSwinTransformer`: blocks 3-4 of Swin-T,
+    11-12 of Swin-S, 1-based); the later blocks attend among semantic tokens.
+    Outputs are ``(B, C, D, s_H, s_W)`` maps on the semantic grid (padded
+    tokens zeroed), so mmaction2's ``I3DHead`` takes them unchanged. Video
+    Swin checkpoints (``init_cfg=dict(type='Pretrained', ...)``, or
+    ``pretrained`` with ``pretrained2d=False`` as upstream) load with a
+    report of new/missing/unused/mismatched keys
+    (:class:`~mmvitaccel.models.utils.PretrainedMixin`); ``pretrained`` with
+    ``pretrained2d=True`` inflates a 2-D Swin with upstream's
+    ``inflate_weights`` (:func:`~mmvitaccel.models.utils.inflate_2d_swin`).
+
+    Args:
+        arch (str | dict): ``'tiny'``, ``'small'`` or ``'base'`` (or
+            mmaction2's short names), or a dict of ``embed_dims``,
+            ``depths``, ``num_heads``.
+        semantic_stage (int): stage of the STGM (index 2).
+        stgm_index (int | None): 0-based block index of STGM-1 in the
+            stage; None: the paper's, or with ``move_stgm`` the "move STGM"
+            variant. Must be given for a dict ``arch``.
+        move_stgm (bool): use the "move STGM" default.
+        semantic_window (int): ``w_s``, 3 (9 tokens per window and frame).
+        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2, per
+            frame, each at least the spatial window, ``k1 <= k2``; 10 and
+            14 as in classification.
+        pooling (str): ``'max'``, ``'avg'`` or ``'intra_inter'``.
+        global_centres (bool): learnable ``G`` on the STGM-2 queries.
+        stgm2_keys (str): ``'semantic_and_image'`` (the paper's Eq. 3,
+            ``Concat(S1, X)``, per frame) or ``'image'``; see
+            :class:`~mmvitaccel.models.STViTSwinTransformer`.
+        key_region (str): ``'inside'`` (the classification code's regions,
+            for 10 and 14) or ``'centred'``.
+        **kwargs: the arguments of mmaction2's ``SwinTransformer3D``
+            (``out_after_downsample`` must stay False).
+    """
+
+    _short_arch = {'t': 'tiny', 's': 'small', 'b': 'base'}
+
+    def __init__(self,
+                 arch,
+                 semantic_stage=2,
+                 stgm_index=None,
+                 move_stgm=False,
+                 semantic_window=3,
+                 key_windows=(10, 14),
+                 pooling='max',
+                 global_centres=False,
+                 stgm2_keys='semantic_and_image',
+                 key_region='inside',
+                 **kwargs):
+        name = self._short_arch.get(arch, arch) \
+            if isinstance(arch, str) else None
+        stgm_index = resolve_stgm_index(name, stgm_index, move_stgm)
+        check_pooling(pooling)
+        if kwargs.get('out_after_downsample', False):
+            raise ValueError('out_after_downsample=True is not supported: '
+                             'the semantic stages have no patch merging')
+        window_3d = tuple(kwargs.get('window_size', (8, 7, 7)))
+        if window_3d[1] != window_3d[2]:
+            raise ValueError(f'the spatial window must be square, got '
+                             f'{window_3d}')
+        window = window_3d[1]
+        check_semantic_windows(semantic_window, key_windows, window)
+        check_stgm_keys(stgm2_keys, key_region)
+        super().__init__(arch, **kwargs)
+        if not 0 <= semantic_stage < self.num_layers:
+            raise ValueError(f'semantic stage {semantic_stage} does not '
+                             f'exist in depths {tuple(self.depths)}')
+        check_stgm_fits(stgm_index, self.depths[semantic_stage],
+                        semantic_stage)
+        self.semantic_stage = semantic_stage
+        build_semantic_stages(
+            self.layers, semantic_stage, stgm_index,
+            [layer.embed_dims for layer in self.layers],
+            lambda i, old: self._cross_attention_block(old),
+            lambda layer, blocks, expand: STViTSwinBlockSequence3D(
+                blocks=blocks,
+                expand=expand,
+                stgm_index=stgm_index,
+                window_size_3d=layer.window_size,
+                shift_size=layer.shift_size,
+                window_size=window,
+                semantic_window=semantic_window,
+                key_windows=key_windows,
+                pooling=pooling,
+                embed_dims=layer.embed_dims,
+                global_centres=global_centres,
+                stgm2_keys=stgm2_keys,
+                key_region=key_region))
+
+    @staticmethod
+    def _cross_attention_block(old):
+        """A cross-attention block with the shapes and drop path of the
+        Video Swin block ``old``."""
+        drop_path = old.drop_path.drop_prob \
+            if hasattr(old.drop_path, 'drop_prob') else 0.
+        return CrossAttentionSwinBlock3D(
+            embed_dims=old.embed_dims,
+            num_heads=old.num_heads,
+            mlp_ratio=old.mlp_ratio,
+            qkv_bias=old.attn.qkv.bias is not None,
+            qk_scale=old.attn.scale,
+            drop=old.attn.proj_drop.p,
+            attn_drop=old.attn.attn_drop.p,
+            drop_path=drop_path,
+            act_cfg=dict(type=type(old.mlp.act).__name__),
+            norm_cfg=dict(type='LN'),
+            with_cp=old.with_cp)
+
+    #: reads a Video Swin checkpoint into our names
+    host_state_dict = staticmethod(video_swin_state_dict)
+
+    @property
+    def new_parameter_prefixes(self):
+        """Names of the parameters STViT adds to Video Swin."""
+        return tuple(f'layers.{i}.{name}' for i in range(self.num_layers)
+                     for name in ('poolers.', 'global_centres.', 'expand.'))
+
+    def init_new_parameters(self, fresh=None):
+        """Initialise what STViT adds in the semantic stage
+        (:meth:`SemanticSwinBlockSequence.init_new_parameters`).
+
+        Args:
+            fresh: unused (everything STViT adds is new to a checkpoint).
+        """
+        self.layers[self.semantic_stage].init_new_parameters()
+
+    def init_host_weights(self):
+        """From scratch as Video Swin's ``init_cfg`` (truncated normal
+        linears, unit LayerNorms), without upstream's inflation."""
+        BaseModule.init_weights(self)
+
+    def inflate_weights(self, logger):
+        """Inflate the 2-D Swin checkpoint ``self.pretrained`` with
+        upstream ``SwinTransformer3D.inflate_weights`` and load it with a
+        report (``self.load_report``); see :func:`inflate_2d_swin`.
+
+        Args:
+            logger (MMLogger): where the report goes.
+        """
+        state_dict = inflate_2d_swin(self, self.pretrained, logger)
+        self.load_report = load_with_report(
+            self, state_dict, self.new_parameter_prefixes, logger)
+
+    def init_weights(self):
+        """Load a Video Swin checkpoint given as ``init_cfg=dict(type=
+        'Pretrained', checkpoint=...)`` or, as upstream, as ``pretrained``
+        with ``pretrained2d=False``, with a report (``self.load_report``);
+        inflate a 2-D Swin given as ``pretrained`` (``pretrained2d=True``)
+        as upstream does; or initialise from scratch."""
+        if self.pretrained and not self.pretrained2d:
+            # upstream turns ``pretrained`` into a Pretrained init_cfg
+            self.init_cfg = dict(type='Pretrained', checkpoint=self.pretrained)
+        if self.pretrained_checkpoint() is None and self.pretrained2d and \
+                self.pretrained:
+            self.inflate_weights(MMLogger.get_current_instance())
+            self.init_new_parameters()
+            return
+        super().init_weights()
+
+    def forward(self, x):
+        """Args:
+            x (Tensor): clips ``(B, 3, T, H, W)``.
+
+        Returns:
+            Tensor | tuple[Tensor]: ``(B, C_i, D_i, H_i, W_i)`` for each of
+            ``out_indices`` (a single tensor when there is one, as
+            upstream).
+        """
+        check_in_channels(x, self.patch_embed.proj.in_channels, 5)
+        x = self.pos_drop(self.patch_embed(x))
+        valid = None
+        outs = []
+        for i, layer in enumerate(self.layers):
+            if i < self.semantic_stage:
+                x = layer(x.contiguous(), do_downsample=False)
+                out, grid = x, None
+                if layer.downsample is not None:
+                    x = layer.downsample(x)
+                x = x.permute(0, 4, 1, 2, 3)
+            elif i == self.semantic_stage:
+                # every semantic token valid? decided on the host
+                hw, w = x.shape[3:], layer.window_size
+                all_valid = semantic_all_valid(hw, padded_shape(hw, w), w,
+                                               layer.semantic_window)
+                x, grid, out, _, valid = layer(x)
+            else:
+                x, grid, out, _, valid = layer(x, grid, valid, all_valid)
+            if i in self.out_indices:
+                out = getattr(self, f'norm{i}')(out)
+                if valid is not None:  # (B, D*s_H*s_W, C) -> NCDHW
+                    out = out * valid[:, None].to(out.dtype)
+                    out = out.view(out.shape[0], *grid, out.shape[-1])
+                outs.append(out.permute(0, 4, 1, 2, 3).contiguous())
+        return outs[0] if len(outs) == 1 else tuple(outs)

@@ -1,0 +1,17 @@
+"""SaiT and AS-ViT: adaptive token pruning of a ViT, its classifier and the
+neck that restores the pruned tokens for dense heads
+(``docs/token_pruning.md``). :class:`TokenRestoreNeck` registers only
+where mmseg imports."""
+from mmvitaccel.models.token_pruning.token_pruned_classifier import \
+    TokenPrunedClassifier
+from mmvitaccel.models.token_pruning.token_pruned_vit import \
+    TokenPrunedVisionTransformer
+from mmvitaccel.registry import MODELS
+from mmvitaccel.toolboxes import import_optional
+
+import_optional(f'{__name__}.token_restore_neck', ('mmseg', ),
+                ['TokenRestoreNeck'], [MODELS], globals())
+
+__all__ = [
+    'TokenPrunedClassifier', 'TokenPrunedVisionTransformer', 'TokenRestoreNeck'
+]

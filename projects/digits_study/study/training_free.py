@@ -1,0 +1,171 @@
+"""The training-free table (``docs/accelerate.md``): what running a host's
+weights unchanged in a method costs, for the models a user gets from the
+switch (:func:`~mmvitaccel.switch.accelerate_config`).
+
+* On the digits DeiT host (the classification study's): :func:`deit_rows`
+  converts the host config for each training-free method and setting of
+  :data:`SETTINGS` (``tis`` and ``cls``, with SaiT's value and mass
+  selectors), loads the host's weights as they are, and measures the top-1
+  on the test split, FLOPs per image (the test-split mean where the kept
+  tokens depend on the image) and the speed ratio to the host, timed
+  interleaved at batch 1 and 32.
+* On the dense Swin host: :func:`dense_rows` takes the training-free rows
+  of the dense evidence (``tools/analysis/dense_study.py``: the fine-tuned
+  dense detector's and segmentor's weights in STViT-R and DGSSA-Swin,
+  models tested equal to the switch's conversions), with their change
+  against the dense model and the whole model's speed ratio at batch 1
+  and 8.
+
+``tools/analysis/training_free.py`` is the command.
+"""
+import csv
+
+from projects.digits_study.study.evaluation import (build_study_model, measure,
+                                                    top1)
+
+__all__ = ['SETTINGS', 'FIELDS', 'deit_rows', 'dense_rows', 'write_rows',
+           'read_rows', 'markdown_table']
+
+#: ``(method, setting label, accelerate_config options)`` on the DeiT host:
+#: SaiT's value selector at three densities, its mass selector at two
+#: shares of the score mass
+SETTINGS = tuple(
+    (method, label, options) for method in ('tis', 'cls')
+    for label, options in (
+        ('value, density 0.7', dict(selector='value', density=0.7)),
+        ('value, density 0.5', dict(selector='value', density=0.5)),
+        ('value, density 0.3', dict(selector='value', density=0.3)),
+        ('mass 0.9', dict(selector='mass', mass_threshold=0.9)),
+        ('mass 0.7', dict(selector='mass', mass_threshold=0.7)),
+    ))
+
+#: the CSV's columns: ``value`` and ``change`` in points (percent), two
+#: metrics joined by ``' / '`` (bbox / mask AP); speed ratios to the host
+#: at batch 1 and ``batch_n``
+FIELDS = ('host', 'task', 'method', 'setting', 'metric', 'value', 'change',
+          'flops_ratio', 'speed_b1', 'speed_bn', 'batch_n')
+
+
+def deit_rows(cfg, checkpoint, inputs, settings=SETTINGS, rounds=10,
+              batch_size=32):
+    """The training-free methods on a classification host.
+
+    Args:
+        cfg (mmengine.Config): the host config.
+        checkpoint (str): the host's weights (loaded unchanged).
+        inputs (list): test batches (:func:`~.evaluation.test_inputs`).
+        settings (Sequence[tuple]): see :data:`SETTINGS`.
+        rounds (int): interleaved timing rounds.
+        batch_size (int): the larger timed batch.
+
+    Returns:
+        list[dict]: :data:`FIELDS` rows, the host first.
+    """
+    from mmvitaccel.switch.accelerate import accelerate_config
+    rows = [dict(method='host', setting='dense',
+                 build=lambda: build_study_model(cfg, checkpoint))]
+    for method, label, options in settings:
+        converted = accelerate_config(cfg, method, **options)
+        rows.append(dict(method=method, setting=label,
+                         build=lambda c=converted: build_study_model(
+                             c, checkpoint)))
+    for row in rows:
+        row['top1'] = 100 * top1(row['build'](), inputs)
+    measure(rows, inputs, rounds=rounds, batch_size=batch_size)
+    b1 = [dict(row) for row in rows]
+    measure(b1, [(x[:1], y[:1]) for x, y in inputs[:1]], rounds=rounds,
+            batch_size=1, iters_per_round=20)
+    out = []
+    for row, single in zip(rows, b1):
+        out.append(dict(
+            host=f'digits DeiT ({rows[0]["top1"]:.1f}% top-1)',
+            task='classification', method=row['method'],
+            setting=row['setting'], metric='top-1',
+            value=f'{row["top1"]:.1f}',
+            change=_points(row['top1'] - rows[0]['top1']),
+            flops_ratio=row['flops_ratio'], speed_b1=single['speed_ratio'],
+            speed_bn=row['speed_ratio'], batch_n=batch_size))
+    return out
+
+
+def dense_rows(dense):
+    """The training-free rows of the dense evidence.
+
+    Args:
+        dense (list[dict]): rows of ``dense.csv``
+            (:func:`~.dense_report.read_dense_csv`; metrics as shares).
+
+    Returns:
+        list[dict]: :data:`FIELDS` rows, each training-free row after its
+        dense reference.
+    """
+    metrics = dict(detection=('bbox_ap', 'segm_ap'), segmentation=('miou', ))
+    names = dict(bbox_ap='bbox AP', segm_ap='mask AP', miou='mIoU')
+    out = []
+    for ref in dense:
+        if ref['setting'] != 'fine-tuned' or ref['reference'] or \
+                ref['task'] not in metrics:
+            continue
+        keys = [k for k in metrics[ref['task']] if ref.get(k) is not None]
+        free = [r for r in dense if r['setting'] == 'training-free'
+                and r['reference'] == ref['method'] and r['task'] ==
+                ref['task']]
+        if not free:
+            continue
+        for row in [ref] + free:
+            same = row is ref
+            out.append(dict(
+                host=f'digits {ref["method"]}, fine-tuned for {ref["task"]}',
+                task=ref['task'],
+                method='host' if same else row['method'],
+                setting='dense' if same else 'training-free',
+                metric=' / '.join(names[k] for k in keys),
+                value=' / '.join(f'{100 * row[k]:.1f}' for k in keys),
+                change=' / '.join(_points(100 * (row[k] - ref[k]))
+                                  for k in keys),
+                flops_ratio=row['flops_ratio'],
+                speed_b1=row['model_speed_b1'],
+                speed_bn=row['model_speed_b8'], batch_n=8))
+    return out
+
+
+def _points(delta):
+    return f'{delta:+.1f}'.replace('-', '−')
+
+
+def write_rows(rows, path):
+    """:data:`FIELDS` rows as CSV."""
+    with open(path, 'w', newline='') as f:
+        writer = csv.DictWriter(f, FIELDS, extrasaction='ignore')
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (f'{v:.4f}' if isinstance(v, float) else v)
+                             for k, v in row.items() if k in FIELDS})
+
+
+def read_rows(path):
+    """The rows :func:`write_rows` wrote."""
+    with open(path, newline='') as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        for key in ('flops_ratio', 'speed_b1', 'speed_bn'):
+            row[key] = float(row[key])
+        row['batch_n'] = int(row['batch_n'])
+    return rows
+
+
+def markdown_table(rows):
+    """One Markdown table of the rows (change in points against the
+    host)."""
+    lines = ['| host | method | setting | metric | value | change | '
+             'FLOPs ratio | speed b1 / b32 (b8 dense) |',
+             '|' + ' --- |' * 8]
+    for r in rows:
+        lines.append(
+            f'| {r["host"]} | {r["method"]} | {r["setting"]} | '
+            f'{r["metric"]} | {r["value"]} | '
+            f'{"—" if r["method"] == "host" else r["change"]} | '
+            f'{r["flops_ratio"]:.2f} | {r["speed_b1"]:.2f} / '
+            f'{r["speed_bn"]:.2f} |')
+    return '\n'.join(lines)
+
