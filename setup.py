@@ -8,6 +8,22 @@ from setuptools import find_packages, setup
 # What `mim` reads from an installed OpenMMLab package: its configs, tools and
 # model index, under <package>/.mim (the toolboxes ship theirs the same way).
 MIM_FILES = ('configs', 'tools', 'model-index.yml')
+# The research harness's configs and tools (projects/digits_study), which a
+# wheel does not carry: they need the repository.
+STUDY_FILES = ('study', 'tradeoff_study.py', 'dense_study.py',
+               'training_free.py')
+
+# What every user needs; torch and mmcv (with its compiled ops) are expected
+# in place, as for the toolboxes (tools/setup_env.sh builds the tested ones).
+# The ranges are the tested ones: torch 2.1 to 2.14, mmcv 2.1, mmengine
+# 0.10, mmpretrain 1.2 (requirements/oldest.txt and runtime.txt).
+INSTALL_REQUIRES = [
+    'torch>=2.1',
+    'mmcv>=2.1.0,<2.2.0',
+    'mmengine>=0.10.0,<1.0.0',
+    'mmpretrain>=1.2.0,<1.3.0',
+    'numpy',
+]
 
 
 def readme():
@@ -81,8 +97,8 @@ def add_mim_files():
         if mode == 'symlink':
             os.symlink(osp.relpath(src, mim), dst)
         elif osp.isdir(src):
-            shutil.copytree(src, dst,
-                            ignore=shutil.ignore_patterns('__pycache__'))
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns(
+                '__pycache__', *STUDY_FILES))
         else:
             shutil.copyfile(src, dst)
     return mode
@@ -96,20 +112,22 @@ setup(
     'transformers, as an OpenMMLab 2.x plugin',
     long_description=readme(),
     long_description_content_type='text/markdown',
-    packages=find_packages(exclude=('configs', 'tools', 'tests')),
+    packages=find_packages(
+        exclude=('configs', 'tools', 'tests', 'projects', 'projects.*')),
     include_package_data=True,
     python_requires='>=3.8',
-    # The OpenMMLab stack (mmcv with ops in particular) is expected to be
-    # installed already; tools/setup_env.sh builds the tested ones. Each
-    # toolbox is an extra: the components on its blocks register only where
-    # it imports (mmvitaccel/toolboxes.py).
-    install_requires=[],
+    # Each toolbox is an extra: the components on its blocks register only
+    # where it imports (mmvitaccel/toolboxes.py).
+    install_requires=INSTALL_REQUIRES,
     extras_require=dict(
         mmdet=toolbox_requirement('mmdet'),
         mmseg=toolbox_requirement('mmsegmentation'),
         mmaction=toolbox_requirement('mmaction2'),
         stack=parse_requirements('runtime.txt'),
-        study=parse_requirements('study.txt'),
+        study=[r for r in parse_requirements('study.txt')
+               if r.startswith('scikit-learn')],
+        deploy=[r for r in parse_requirements('study.txt')
+                if r.startswith('onnx')],
         tests=parse_requirements('tests.txt'),
     ),
     license='Apache License 2.0',

@@ -1,5 +1,5 @@
 # The rows of the dense evidence (docs/study.md, "Dense prediction"), as
-# data for tools/analysis/dense_study.py (mmvitaccel/analysis/study/dense.py).
+# data for tools/analysis/dense_study.py (projects/digits_study/study/dense.py).
 #
 # Every trained row fine-tunes from a pretrained classifier, as a user starts
 # from an ImageNet checkpoint: the backbone's init_cfg reads the host's

@@ -17,7 +17,7 @@ This file holds the registered backbone (settings, scoring, selection, the
 forward through :func:`~mmvitaccel.models.utils.vit.run_layers`); the
 per-layer step, the token bookkeeping, the :class:`PrunedTokens` container
 and :func:`tokens_and_last_attention` (a teacher's forward) are in
-``models/layers/token_pruning_layer.py``, the forward's records and their
+``models/token_pruning/token_pruning_layer.py``, the forward's records and their
 FLOPs in ``token_pruned_vit_records.py``. ``PrunedTokens``,
 ``layer_forward`` and ``tokens_and_last_attention`` stay importable from
 here.
