@@ -1,27 +1,35 @@
 """The documentation points at real files, and the model index agrees with it.
 
 README.md and docs/*.md: links resolve (anchors included), every
-``configs/...py`` they name exists, nothing points outside the repository.
-model-index.yml: its metafiles parse, every model names an existing config,
-and every figure a metafile gives is the one on the method page. The configs
-added for the measurements load with mmengine and keep the settings the pages
-describe.
+``configs/...py`` they name exists, nothing points outside the repository;
+docs/README.md lists every page. model-index.yml: its metafiles parse, every
+model names an existing config, and every figure a metafile gives is the one
+on the method page; docs/zoo.md and the README's summary are what
+tools/misc/zoo_tables.py renders from it. The configs added for the
+measurements load with mmengine and keep the settings the pages describe.
 """
 import glob
 import os.path as osp
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+sys.path.insert(0, osp.join(REPO, 'tools', 'misc'))
+import zoo_tables  # noqa: E402
+
 README = osp.join(REPO, 'README.md')
+DOCS_INDEX = osp.join(REPO, 'docs', 'README.md')
 DOC_FILES = [README] + sorted(glob.glob(osp.join(REPO, 'docs', '*.md')))
 METHOD_PAGES = ('stvit.md', 'token_pruning.md', 'dgssa_glad.md',
                 'hmhsa_cffn.md')
 GENERAL_PAGES = ('get_started.md', 'benchmarks.md', 'guarantees.md',
                  'architecture.md', 'stvit_design.md',
-                 'token_pruning_design.md', 'deployment.md', 'study.md')
+                 'token_pruning_design.md', 'deployment.md', 'study.md',
+                 'README.md', 'zoo.md', 'accelerate.md')
 
 FENCE = re.compile(r'^```.*?^```', re.S | re.M)
 CODE_SPAN = re.compile(r'`[^`\n]*`')
@@ -117,10 +125,19 @@ def test_slugs_and_expansion():
 def test_readme_is_short_and_links_every_page():
     text = _read(README)
     n_lines = len(text.splitlines())
-    assert n_lines < 220, f'README.md has {n_lines} lines; keep it under 220'
+    assert n_lines < 150, f'README.md has {n_lines} lines; keep it under 150'
     links = set(_links(README))
     for page in METHOD_PAGES + GENERAL_PAGES:
         assert f'docs/{page}' in links, f'README.md does not link docs/{page}'
+
+
+def test_docs_index_lists_every_page():
+    """docs/README.md links every page of docs/ (the README links it), one
+    list item each."""
+    listed = re.findall(r'^- \[[^\]]*\]\(([^)]+)\)', _read(DOCS_INDEX), re.M)
+    pages = {osp.basename(p) for p in DOC_FILES[1:]} - {'README.md'}
+    assert sorted(listed) == sorted(pages), (
+        f'docs/README.md lists {sorted(listed)}, not each of {sorted(pages)}')
 
 
 @pytest.mark.parametrize('path', DOC_FILES, ids=_rel)
@@ -198,8 +215,9 @@ def test_model_index_models():
 
 
 def test_model_index_figures_are_the_pages_figures():
-    """A metafile's Parameters / FLOPs, back in M / G, stand in a row of the
-    method page that names the model's config."""
+    """A metafile's Parameters / FLOPs, back in M / G, and its zoo speed
+    ratios stand in a row of the method page that names the model's
+    config."""
     for metafile, meta, model in _models():
         page = _read(osp.join(REPO, meta['Collections'][0]['README']))
         config = osp.basename(model['Config'])
@@ -211,6 +229,10 @@ def test_model_index_figures_are_the_pages_figures():
             f'{model["Metadata"][key] / unit:g}'
             for key, unit in (('Parameters', 1e6), ('FLOPs', 1e9))
             if key in model.get('Metadata', {})
+        ] + [  # the zoo's speed ratios, median (q1–q3)
+            '{:.2f} ({:.2f}–{:.2f})'.format(*ratio) for key, ratio in
+            model.get('Metadata', {}).get('Zoo', {}).items()
+            if key.startswith('Speed b')
         ]
         if not figures:
             continue
@@ -291,29 +313,67 @@ def test_hvit_deploy_variants(path):
     assert backbone.to_dict() == base.model.backbone.to_dict()
 
 
+def _summary():
+    """Returns: list[tuple[dict, list[str]]]: each collection's ``Summary``
+    entry with its row of the README's summary table (the cells)."""
+    block = re.search(r'<!-- summary:start[^\n]*\n(.*?)<!-- summary:end',
+                      _read(README), re.S)
+    assert block, 'README.md has no summary table'
+    rows = {}
+    for line in block.group(1).splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip('|').split(' | ')]
+        rows[re.match(r'\[([^\]]+)\]', cells[0]).group(1)] = cells
+    return [(entry, rows[entry['Method']])
+            for coll in zoo_tables.load_index()[0]
+            for entry in coll['Summary']]
+
+
+def _numbers(text):
+    """Args: text (str). Returns: list[float]: its signed decimals."""
+    return [float(n) for n in
+            re.findall(r'[+-]?\d+\.\d+', text.replace('−', '-'))]
+
+
 def test_the_study_tables_are_the_committed_csv():
-    """The study's tables in the README (host and trained methods) and in
-    docs/study.md (every row) are rendered from docs/study/study.csv, the
-    file the study command wrote: no figure is typed by hand."""
+    """docs/study.md's table of every row is rendered from
+    docs/study/study.csv, the file the study command wrote; the README
+    summary's digits column is each method's short-table rows' top-1 change
+    against the host (FLOPs ratio), from the same CSV."""
     from projects.digits_study import study
     rows = study.read_csv(osp.join(REPO, 'docs', 'study', 'study.csv'))
     assert rows[0]['method'] == 'host'
-    assert study.markdown_table(rows, references=False) in _read(README)
     assert study.markdown_table(rows) in _read(
         osp.join(REPO, 'docs', 'study.md'))
+    for entry, cells in _summary():
+        mine = [r for r in rows if r['method'] in entry['Study'] and
+                r['summary'] and not r['method'].endswith(' pruning')]
+        assert len(mine) >= len(entry['Study']), entry
+        assert _numbers(cells[5]) == [
+            x for r in mine for x in (round(100 * (
+                r['top1_mean'] - rows[0]['top1_mean']), 1),
+                                      round(r['flops_ratio'], 2))], entry
 
 
 def test_the_dense_study_tables_are_the_committed_csv():
-    """The dense evidence's table in the README and in docs/study.md is
-    rendered from docs/study/dense/dense.csv, the file
-    tools/analysis/dense_study.py wrote."""
+    """The dense evidence's table in docs/study.md is rendered from
+    docs/study/dense/dense.csv, the file tools/analysis/dense_study.py
+    wrote; the README summary's dense column has the changes of that
+    table's fine-tuned rows of each method."""
     from projects.digits_study.study import dense_report
     rows = dense_report.read_dense_csv(
         osp.join(REPO, 'docs', 'study', 'dense', 'dense.csv'))
     assert rows[0]['reference'] is None
     table = dense_report.dense_markdown_table(rows)
-    assert table in _read(README)
     assert table in _read(osp.join(REPO, 'docs', 'study.md'))
+    lines = table.splitlines()
+    change = lines[0].split(' | ').index('change')
+    for entry, cells in _summary():
+        expected = [
+            x for i, r in enumerate(rows) if r['method'] in entry['Dense']
+            and r['setting'] == 'fine-tuned'
+            for x in _numbers(lines[2 + i].split(' | ')[change])]
+        assert len(expected) >= len(entry['Dense']), entry
+        assert _numbers(cells[6]) == expected, entry
 
 
 def test_the_training_free_table_is_the_committed_csv():
@@ -326,3 +386,61 @@ def test_the_training_free_table_is_the_committed_csv():
     assert rows[0]['method'] == 'host'
     table = training_free.markdown_table(rows)
     assert table in _read(osp.join(REPO, 'docs', 'accelerate.md'))
+
+
+def test_zoo_tables_are_rendered_from_the_model_index():
+    """docs/zoo.md (a row per zoo model) and the README's summary are what
+    tools/misc/zoo_tables.py writes, and its --check says so."""
+    texts = zoo_tables.rendered()
+    assert sorted(texts) == ['README.md', 'docs/zoo.md']
+    assert zoo_tables.stale(texts) == [], 'run tools/misc/zoo_tables.py'
+    done = subprocess.run(
+        [sys.executable, 'tools/misc/zoo_tables.py', '--check'], cwd=REPO,
+        capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    zoo = _read(osp.join(REPO, 'docs', 'zoo.md'))
+    for model in zoo_tables.zoo_models(zoo_tables.load_index()[1]):
+        assert f'](../{model["Config"]}) |' in zoo, model['Name']
+
+
+def test_zoo_tables_find_a_stale_file():
+    """A figure changed in a metafile changes docs/zoo.md's table, a text
+    unlike the committed one is stale, a file without markers is refused."""
+    texts = zoo_tables.rendered()
+    models = zoo_tables.load_index()[1]
+    table = zoo_tables.zoo_table(models)
+    assert table in texts[zoo_tables.ZOO_PAGE]
+    zoo_tables.zoo_models(models)[0]['Metadata']['Zoo']['Speed b1'][0] += .01
+    assert zoo_tables.zoo_table(models) not in texts[zoo_tables.ZOO_PAGE]
+    assert zoo_tables.stale(dict(texts, **{'README.md': texts[
+        'README.md'].replace('| DeiT, Swin, Video Swin |', '| DeiT |')
+    })) == ['README.md']
+    with pytest.raises(ValueError, match='summary'):
+        zoo_tables.replace_block('# no markers\n', 'summary', table)
+
+
+@pytest.mark.parametrize('page', METHOD_PAGES)
+def test_method_pages_open_with_use_it(page):
+    """Right under its title, a method page gives the switch, the config,
+    the checkpoint (one quoted by file name is the config's) and the
+    expected cut, in figures of the zoo rows of the configs it names."""
+    from mmvitaccel.switch import METHODS
+    lines = _read(osp.join(REPO, 'docs', page)).splitlines()
+    assert lines[0].startswith('# ') and lines[1:3] == ['', '**Use it.**']
+    keys = ('- Switch: ', '- Config: ', '- Checkpoint: ', '- Expected cut')
+    for line, key in zip(lines[3:7], keys):
+        assert line.startswith(key), f'docs/{page}: {line!r} is not {key}'
+    switch, config, checkpoint, cut = lines[3:7]
+    method = re.search(r'tools/accelerate\.py \S+ --method (\S+)', switch)
+    assert method and method.group(1) in METHODS, switch
+    configs = re.findall(r'\(\.\./(configs/\w+\.py)\)', config)
+    zoo = [line for line in _read(osp.join(REPO, 'docs', 'zoo.md')).split(
+        '\n') if any(f'(../{c})' in line for c in configs)]
+    assert configs and len(zoo) == len(configs), config
+    in_zoo = {abs(n) for n in _numbers(' '.join(zoo))}
+    for figure in _numbers(cut):
+        assert abs(figure) in in_zoo, f'docs/{page}: {figure} not in {zoo}'
+    for quoted in CODE_SPAN.findall(checkpoint):
+        if quoted.endswith('.pth`'):
+            assert osp.basename(quoted.strip('`')) in _read(
+                osp.join(REPO, configs[0])), quoted

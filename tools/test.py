@@ -14,6 +14,7 @@ if REPO not in sys.path:
     sys.path.append(REPO)
 
 import mmvitaccel  # noqa: E402
+from mmvitaccel.apis.data_check import missing_data_message
 from mmvitaccel.apis.launch import (add_common_args, build_runner,
                                     finish_distributed, load_config,
                                     set_local_rank)
@@ -46,6 +47,11 @@ def main(argv=None):
             dict(type='DumpResults', out_file_path=args.out))
     if args.tiny:
         cfg = tinyfy_config(cfg, cfg_options=args.cfg_options)
+    else:
+        refusal = missing_data_message(cfg, 'test', 'test.py')
+        if refusal:  # before the model is built: one line, exit status 2
+            print(refusal, file=sys.stderr)
+            sys.exit(2)
     runner = build_runner(cfg)
     runner.test()
     finish_distributed()

@@ -14,9 +14,10 @@ if REPO not in sys.path:
     sys.path.append(REPO)
 
 import mmvitaccel  # noqa: E402
-from mmvitaccel.apis.launch import (add_common_args, build_runner,
-                                    enable_amp, finish_distributed,
-                                    load_config, set_local_rank)
+from mmvitaccel.apis.data_check import missing_data_message
+from mmvitaccel.apis.launch import (add_common_args, build_runner, enable_amp,
+                                    finish_distributed, load_config,
+                                    set_local_rank)
 from mmvitaccel.tiny import tinyfy_config
 
 mmvitaccel.compat.apply()  # our tools' environment fixes
@@ -62,6 +63,11 @@ def main():
         cfg.load_from = args.resume
     if args.tiny:
         cfg = tinyfy_config(cfg, cfg_options=args.cfg_options)
+    else:
+        refusal = missing_data_message(cfg, 'train', 'train.py')
+        if refusal:  # before the model is built: one line, exit status 2
+            print(refusal, file=sys.stderr)
+            sys.exit(2)
     runner = build_runner(cfg)
     runner.train()
     finish_distributed()

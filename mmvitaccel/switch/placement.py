@@ -25,6 +25,10 @@ semantic window stays 3).
 """
 from dataclasses import dataclass
 
+from mmvitaccel.models.dgssa.static_attention import \
+    static_blocks_for as dgssa_static_blocks
+from mmvitaccel.models.stvit.semantic_checks import \
+    stgm_index_for as stvit_stgm_index
 from mmvitaccel.switch.host_classes import HOST_NAMES
 from mmvitaccel.switch.swin_hosts import swin3d_host_args, swin_host_args
 from mmvitaccel.switch.switch_options import check_options
@@ -112,37 +116,6 @@ _STVIT_CLASSIFY = dict(semantic_window=3, key_windows=(10, 14),
                        key_region='inside', pooling='max',
                        stgm2_keys='semantic_and_image')
 DENSE = ('mmdet', 'mmseg')
-
-
-def stvit_stgm_index(depth, move_stgm=False):
-    """STGM-1's 0-based block in an STViT stage of ``depth`` blocks.
-
-    Args:
-        depth (int): the stage's blocks.
-        move_stgm (bool): the paper's "move STGM" variant, ``round(1 +
-            (d - 6) / 12)`` blocks earlier: 1 for Swin-T, 2 for Swin-S/B.
-
-    Raises:
-        ValueError: when no block would follow the STGM.
-    """
-    index = round((2 * depth - 6) / 3)
-    if move_stgm:
-        index -= round(1 + (depth - 6) / 12)
-    if index < 0 or index + 2 >= depth:
-        raise ValueError(
-            f'stvit needs stage 3 deep enough for its STGM (2 blocks) and '
-            f'a semantic block after it; this host\'s stage 3 has {depth} '
-            'blocks (Swin-T has 6)')
-    return index
-
-
-def dgssa_static_blocks(depths):
-    """DGSSA's static block count ``P`` for a Swin of ``depths``."""
-    total = sum(depths)
-    if total < 4:
-        raise ValueError(f'dgssa needs at least 4 blocks, the host has '
-                         f'{total}')
-    return total // 2
 
 
 def _scaled(windows, window_size):

@@ -23,14 +23,12 @@ import torch
 
 from mmvitaccel.ops import check_init_mode, init_static_logits
 from mmvitaccel.registry import MODELS
-from mmvitaccel.models.dgssa.static_attention import StaticShiftWindowMSA
+from mmvitaccel.models.dgssa.static_attention import (StaticShiftWindowMSA,
+                                                      static_blocks_for)
 from mmvitaccel.models.dgssa.static_checkpoint import (fresh_static_init,
                                                        static_attention_state_dict)
 from mmvitaccel.models.utils import (PretrainedMixin, SwinBase, swin_config,
                                      swin_state_dict)
-
-#: the paper's P (the number of static blocks) per Swin size
-STATIC_BLOCKS = {'tiny': 6, 'small': 12, 'base': 12}
 
 #: the paper's first static block: the 0th stays dynamic
 STATIC_START = 1
@@ -63,7 +61,9 @@ class DGSSASwinTransformer(PretrainedMixin, SwinBase):
             ``embed_dims``/``depths``/``num_heads``; None keeps the explicit
             ones.
         static_blocks (int | None): ``P``, the number of leading blocks
-            (over all stages) with DGSSA; None: the paper's 6/12/12.
+            (over all stages) with DGSSA; None: half of them, the paper's
+            6/12/12 on Swin-T/S/B, as the switch places it
+            (:func:`~.static_attention.static_blocks_for`).
         static_start (int): the first static block (0-based, over all
             stages): 1 (the paper's constraint, block 0 dynamic) or 0 (the
             "first ``P`` layers" reading); in ``0..total - P``.
@@ -78,9 +78,7 @@ class DGSSASwinTransformer(PretrainedMixin, SwinBase):
                  static_start=STATIC_START, **kwargs):
         _, cfg = swin_config(arch, kwargs)
         if static_blocks is None:
-            if arch not in STATIC_BLOCKS:
-                raise ValueError('static_blocks is needed with a custom arch')
-            static_blocks = STATIC_BLOCKS[arch]
+            static_blocks = static_blocks_for(cfg['depths'])
         check_init_mode(static_init)
         total = sum(cfg['depths'])
         if not 0 <= static_blocks <= total:

@@ -25,7 +25,8 @@ from mmvitaccel.models.dgssa.static_attention import StaticMultiheadAttention
 from mmvitaccel.models.dgssa.static_checkpoint import (fresh_static_init,
                                                        static_attention_state_dict)
 from mmvitaccel.models.utils import PretrainedMixin, deit_state_dict
-from mmvitaccel.models.utils.vit import embed_tokens, run_layers
+from mmvitaccel.models.utils.vit import (FrozenStagesMixin, embed_tokens,
+                                         run_layers)
 from mmvitaccel.models.utils.archs import DEIT_ARCHS
 
 
@@ -54,7 +55,8 @@ def check_layers(static_layers, glad_layers, glad_tokens, num_layers,
 
 
 @MODELS.register_module()
-class DGSSAVisionTransformer(PretrainedMixin, VisionTransformer):
+class DGSSAVisionTransformer(PretrainedMixin, FrozenStagesMixin,
+                             VisionTransformer):
     """DeiT/ViT with DGSSA layers and a GLAD token pyramid.
 
     With ``x`` the embedded tokens ``(B, n_0, d)``, ``n_0 = 1 + HW``:
@@ -131,6 +133,16 @@ class DGSSAVisionTransformer(PretrainedMixin, VisionTransformer):
         # silently uniform for 'dg' until init_weights loads the logits
         self.reset_static_logits(
             'uniform' if static_init == 'dg' else None)
+        self.refreeze()  # upstream froze the layers before they changed
+
+    def frozen_new_modules(self):
+        """The GLADs that feed a frozen layer (``frozen_stages``).
+
+        Returns:
+            list[GLAD]: those before layer ``l < frozen_stages``.
+        """
+        return [self.glads[k] for l, k in self._glad_index.items()
+                if l < self.frozen_stages]
 
     def reset_static_logits(self, mode=None):
         """Static logits by ``mode`` (``static_init`` by default); ``'dg'``

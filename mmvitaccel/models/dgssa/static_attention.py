@@ -16,8 +16,29 @@ from mmengine.model import BaseModule
 from mmvitaccel.ops import (attention_probs, mask_logits, mask_or_none,
                             pad_to_multiple, static_attention, unpadded,
                             window_mask, window_partition, window_reverse)
-from mmvitaccel.ops import (
-                            relative_position_bias as gather_relative_position_bias)
+from mmvitaccel.ops import \
+    relative_position_bias as gather_relative_position_bias
+
+
+def static_blocks_for(depths):
+    """DGSSA's static block count ``P`` on a Swin of ``depths``: half of
+    its ``N`` blocks (the paper: 6 of Swin-T's 12, 12 of Swin-S/B's 24).
+    The switch places DGSSA by the same rule (``docs/accelerate.md``).
+
+    Args:
+        depths (Sequence[int]): blocks per stage.
+
+    Returns:
+        int: ``N // 2``.
+
+    Raises:
+        ValueError: fewer than 4 blocks.
+    """
+    total = sum(depths)
+    if total < 4:
+        raise ValueError(f'dgssa needs at least 4 blocks, the host has '
+                         f'{total}')
+    return total // 2
 
 
 def _value_rows(qkv):

@@ -6,14 +6,14 @@ from mmvitaccel.registry import MODELS
 from mmvitaccel.models.hvit.hmhsa_attention import (HViTEncoderLayer,
                                                     resolve_hmhsa_stages)
 from mmvitaccel.models.utils import deit_state_dict
-from mmvitaccel.models.utils.vit import (embed_tokens, run_layers,
-                                         vit_layer_cfgs)
+from mmvitaccel.models.utils.vit import (FrozenStagesMixin, embed_tokens,
+                                         run_layers, vit_layer_cfgs)
 from mmvitaccel.models.hvit.hvit_base import HViTHostMixin, resolve_layers
 from mmvitaccel.models.utils.archs import DEIT_ARCHS
 
 
 @MODELS.register_module()
-class HViTDeiT(HViTHostMixin, VisionTransformer):
+class HViTDeiT(HViTHostMixin, FrozenStagesMixin, VisionTransformer):
     """DeiT with hallucinated attention maps (hMHSA) and a compact FFN.
 
     Every chosen layer is an :class:`HViTEncoderLayer`: hMHSA projects
@@ -90,24 +90,7 @@ class HViTDeiT(HViTHostMixin, VisionTransformer):
                 hmhsa_form=hmhsa_form)
             cfg.update(layer_cfgs[i])
             self.layers[i] = HViTEncoderLayer(**cfg)
-        if self.frozen_stages > 0:  # upstream froze the replaced layers
-            self._freeze_stages()
-
-    def train(self, mode=True):
-        """Set the mode, keeping the frozen layers (``frozen_stages``) in
-        eval mode: upstream ViT freezes them once, in ``__init__``, and a
-        later ``.train()`` would let their cFFN BatchNorm statistics move.
-
-        Args:
-            mode (bool): Training mode.
-
-        Returns:
-            HViTDeiT: ``self``.
-        """
-        super().train(mode)
-        if mode and self.frozen_stages > 0:
-            self._freeze_stages()
-        return self
+        self.refreeze()  # upstream froze the layers before they changed
 
     #: reads official / mmpretrain DeiT checkpoints
     read_host_checkpoint = staticmethod(deit_state_dict)

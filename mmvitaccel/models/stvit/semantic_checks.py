@@ -14,18 +14,49 @@ from mmvitaccel.models.utils import check_int, check_int_pair
 #: detection code)
 STGM2_KEYS = ('semantic_and_image', 'image')
 
-#: 0-based stage-3 index of STGM-1: (paper default, "move STGM" variant)
-STGM_INDEX = {'tiny': (2, 1), 'small': (10, 8), 'base': (10, 8)}
+def stgm_index_for(depth, move_stgm=False):
+    """STGM-1's 0-based block in a semantic stage of ``depth`` blocks: the
+    paper's rule, ``round((2 d - 6) / 3)`` (blocks 3-4 of Swin-T's 6,
+    index 2; 11-12 of Swin-S/B's 18, index 10), or its "move STGM" variant
+    ``round(1 + (d - 6) / 12)`` blocks earlier (1 and 2 earlier). The
+    switch places STViT by the same rule (``docs/accelerate.md``).
+
+    Args:
+        depth (int): the stage's blocks.
+        move_stgm (bool): the "move STGM" variant.
+
+    Returns:
+        int: the block index.
+
+    Raises:
+        ValueError: when no block would follow the STGM (2 blocks).
+    """
+    index = round((2 * depth - 6) / 3)
+    if move_stgm:
+        index -= round(1 + (depth - 6) / 12)
+    if index < 0 or index + 2 >= depth:
+        raise ValueError(
+            f'stvit needs stage 3 deep enough for its STGM (2 blocks) and '
+            f'a semantic block after it; this host\'s stage 3 has {depth} '
+            'blocks (Swin-T has 6)')
+    return index
 
 
-def resolve_stgm_index(arch, stgm_index, move_stgm):
-    """The block index of STGM-1: ``stgm_index`` if given, else the paper's
-    position for ``arch`` (or its "move STGM" variant)."""
+def resolve_stgm_index(stgm_index, move_stgm, depth):
+    """The block index of STGM-1: ``stgm_index`` if given, else
+    :func:`stgm_index_for` the stage's ``depth``.
+
+    Args:
+        stgm_index (int | None): as configured.
+        move_stgm (bool): the "move STGM" variant of the default.
+        depth (int): the semantic stage's blocks.
+
+    Returns:
+        int: the block index.
+    """
     if stgm_index is not None:
         return stgm_index
-    if arch not in STGM_INDEX:  # None for a dict arch
-        raise ValueError('stgm_index is needed with a custom arch')
-    return STGM_INDEX[arch][int(move_stgm)]
+    return stgm_index_for(depth, move_stgm)
 
 
 def check_semantic_windows(semantic_window, key_windows, window):

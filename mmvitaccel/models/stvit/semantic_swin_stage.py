@@ -29,11 +29,11 @@ from mmvitaccel.ops import (IntraInterPooling, covered_tokens_mask,
                             regions_all_valid, semantic_all_valid,
                             window_partition, window_reverse)
 # the build-time checks live in their own module; the names stay here too
-from mmvitaccel.models.stvit.semantic_checks import (STGM2_KEYS, STGM_INDEX,
+from mmvitaccel.models.stvit.semantic_checks import (STGM2_KEYS,
                                                      check_semantic_windows,
                                                      check_stgm_fits,
                                                      check_stgm_keys,
-                                                     resolve_stgm_index)  #noqa: F401
+                                                     resolve_stgm_index)  # noqa: F401
 
 #: windows whose key regions hold at least this share of the map attend to
 #: the whole map under a mask instead of gathering a copy of their region

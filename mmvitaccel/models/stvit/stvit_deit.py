@@ -18,13 +18,13 @@ from mmvitaccel.registry import MODELS
 from mmvitaccel.models.stvit.semantic_vit_layer import CrossAttentionViTLayer
 from mmvitaccel.models.utils import (DEIT_ARCHS, PretrainedMixin,
                                      deit_state_dict)
-from mmvitaccel.models.utils.vit import (embed_tokens, run_layers,
-                                         vit_layer_cfgs)
+from mmvitaccel.models.utils.vit import (FrozenStagesMixin, embed_tokens,
+                                         run_layers, vit_layer_cfgs)
 
 
 
 @MODELS.register_module()
-class STViTDeiT(PretrainedMixin, VisionTransformer):
+class STViTDeiT(PretrainedMixin, FrozenStagesMixin, VisionTransformer):
     """STViT-DeiT: a DeiT whose later layers run on a few semantic tokens.
 
     With ``X`` the ``H x W`` patch tokens, ``l = stgm_layers[0]`` and
@@ -158,8 +158,7 @@ class STViTDeiT(PretrainedMixin, VisionTransformer):
         self.global_centres = nn.Parameter(
             torch.zeros(1, semantic_tokens, self.embed_dims)) \
             if global_centres else None
-        if self.frozen_stages > 0:  # upstream froze the replaced layers
-            self._freeze_stages()
+        self.refreeze()  # upstream froze the layers before they changed
 
     #: reads a host (DeiT/ViT) checkpoint in any supported layout
     host_state_dict = staticmethod(deit_state_dict)

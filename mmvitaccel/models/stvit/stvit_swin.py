@@ -158,8 +158,9 @@ class STViTSwinTransformer(SemanticSwinTransformer):
         stgm_index (int | None): 0-based block index of STGM-1 in the
             stage; None: the paper's (blocks 3-4 of Swin-T, 11-12 of S/B,
             1-based), or with ``move_stgm`` its "move STGM" variant (1
-            block earlier for T, 2 for S/B). Must be given for a custom
-            ``arch``.
+            block earlier for T, 2 for S/B); on any other depth the
+            paper's rule that gives them, as the switch places it
+            (:func:`~.semantic_checks.stgm_index_for`).
         move_stgm (bool): use the "move STGM" default.
         semantic_window (int): ``w_s``; 3 (9 tokens per window) by
             default, 2 (4 tokens) as the paper's option.
@@ -210,10 +211,11 @@ class STViTSwinTransformer(SemanticSwinTransformer):
         if out_type not in OUT_TYPES:
             raise ValueError(f'unknown out_type {out_type!r}; choose from '
                              f'{OUT_TYPES}')
-        stgm_index = resolve_stgm_index(arch, stgm_index, move_stgm)
         kwargs.setdefault('out_indices', (3, ))
         super().__init__(arch, semantic_stage, semantic_window, key_windows,
                          pooling, stgm2_keys, key_region, **kwargs)
+        stgm_index = resolve_stgm_index(
+            stgm_index, move_stgm, self.swin_cfg['depths'][semantic_stage])
         check_stgm_fits(stgm_index, self.swin_cfg['depths'][semantic_stage],
                         semantic_stage)
         self.out_type = out_type

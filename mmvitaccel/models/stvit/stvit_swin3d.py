@@ -196,7 +196,8 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
         semantic_stage (int): stage of the STGM (index 2).
         stgm_index (int | None): 0-based block index of STGM-1 in the
             stage; None: the paper's, or with ``move_stgm`` the "move STGM"
-            variant. Must be given for a dict ``arch``.
+            variant, by the rule that gives them on any depth
+            (:func:`~.semantic_checks.stgm_index_for`).
         move_stgm (bool): use the "move STGM" default.
         semantic_window (int): ``w_s``, 3 (9 tokens per window and frame).
         key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2, per
@@ -213,8 +214,6 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
             (``out_after_downsample`` must stay False).
     """
 
-    _short_arch = {'t': 'tiny', 's': 'small', 'b': 'base'}
-
     def __init__(self,
                  arch,
                  semantic_stage=2,
@@ -227,9 +226,6 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
                  stgm2_keys='semantic_and_image',
                  key_region='inside',
                  **kwargs):
-        name = self._short_arch.get(arch, arch) \
-            if isinstance(arch, str) else None
-        stgm_index = resolve_stgm_index(name, stgm_index, move_stgm)
         check_pooling(pooling)
         if kwargs.get('out_after_downsample', False):
             raise ValueError('out_after_downsample=True is not supported: '
@@ -245,6 +241,8 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
         if not 0 <= semantic_stage < self.num_layers:
             raise ValueError(f'semantic stage {semantic_stage} does not '
                              f'exist in depths {tuple(self.depths)}')
+        stgm_index = resolve_stgm_index(stgm_index, move_stgm,
+                                        self.depths[semantic_stage])
         check_stgm_fits(stgm_index, self.depths[semantic_stage],
                         semantic_stage)
         self.semantic_stage = semantic_stage

@@ -39,7 +39,8 @@ from mmvitaccel.models.token_pruning.token_pruning_layer import (PrunedTokens,
                                                                  layer_forward,
                                                                  tokens_and_last_attention)
 from mmvitaccel.models.utils import as_int_tuple, check_finite
-from mmvitaccel.models.utils.vit import embed_tokens, run_layers
+from mmvitaccel.models.utils.vit import (FrozenStagesMixin, embed_tokens,
+                                         run_layers)
 from mmvitaccel.models.utils.archs import DEIT_ARCHS
 from mmvitaccel.models.token_pruning.token_pruned_vit_records import (
                                                                       PruningRecordsMixin)
@@ -53,7 +54,8 @@ EXECUTIONS = ('mask', 'drop')
 
 
 @MODELS.register_module()
-class TokenPrunedVisionTransformer(VisionTransformer, PruningRecordsMixin):
+class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
+                                   PruningRecordsMixin):
     """A ViT/DeiT whose later layers run on the informative tokens only.
 
     With ``T = 1 + N`` tokens ``[cls; x_1 .. x_N]``:

@@ -18,9 +18,45 @@ from mmpretrain.models.utils import resize_pos_embed
 from mmvitaccel.models.utils.checks import check_in_channels
 
 __all__ = [
+    'FrozenStagesMixin',
     'embed_tokens', 'vit_layer_cfgs', 'run_layers', 'format_vit_output',
     'upstream_layer_step'
 ]
+
+
+class FrozenStagesMixin:
+    """``frozen_stages`` for a ViT whose layers or new modules are made after
+    upstream's ``__init__`` froze its stages: a method's backbone calls
+    :meth:`refreeze` once it has built them, and ``train()`` keeps the
+    frozen part in eval mode (upstream freezes once, in ``__init__``, so a
+    later ``.train()`` would let its dropout and norms move).
+
+    :meth:`frozen_new_modules` names a method's own modules that sit in the
+    frozen part (none by default).
+    """
+
+    def frozen_new_modules(self):
+        """Returns: list[nn.Module]: new modules inside the frozen part."""
+        return []
+
+    def refreeze(self):
+        """Freeze the first ``frozen_stages`` layers (upstream's rule) and
+        :meth:`frozen_new_modules`: no gradient, eval mode."""
+        if self.frozen_stages <= 0:
+            return
+        self._freeze_stages()
+        for module in self.frozen_new_modules():
+            module.eval()
+            for param in module.parameters():
+                param.requires_grad = False
+
+    def train(self, mode=True):
+        """Args: mode (bool). Returns: the module, its frozen part in eval
+        mode."""
+        super().train(mode)
+        if mode:
+            self.refreeze()
+        return self
 
 
 def embed_tokens(vit, images):
