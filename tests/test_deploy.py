@@ -7,12 +7,11 @@ import os.path as osp
 import pytest
 import torch
 
-from mmvitaccel.apis.deploy import (check_exportable,
-                                    compile_parity, deploy_module,
-                                    export_onnx, input_dims, max_abs_diff,
-                                    onnx_parity,
-                                    runtime_callable)
+from mmvitaccel.apis.deploy import (check_exportable, compile_parity,
+                                    deploy_module, export_onnx, input_dims,
+                                    max_abs_diff, onnx_parity)
 from mmvitaccel.apis.harness import build_model, load_config
+from mmvitaccel.apis.runtimes import runtime_callable
 from mmvitaccel.apis.torch_version import (DEPLOY_TORCH, require_torch,
                                            torch_release)
 from mmvitaccel.ops import is_capturing, mask_or_none, pad_to_multiple

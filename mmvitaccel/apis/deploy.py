@@ -26,7 +26,6 @@ from mmvitaccel.apis.torch_version import DEPLOY_TORCH, require_torch
 __all__ = [
     'TensorModule', 'deploy_module', 'python_scalars', 'check_exportable',
     'export_onnx', 'export_program', 'clear_shape_caches',
-    'runtime_callable', 'RUNTIMES',
     'onnx_parity', 'onnx_op_profile', 'compile_parity', 'max_abs_diff', 'input_dims',
     'ONNX_TOLERANCE', 'EXPORTED_TOOLBOXES'
 ]
@@ -402,63 +401,3 @@ def compile_parity(module: nn.Module,
         results.append(dict(shape=tuple(shape),
                             max_abs_diff=max_abs_diff(ref, got)))
     return results
-
-
-#: runtimes of :func:`runtime_callable` (``tools/analysis/benchmark.py
-#: --runtime``)
-RUNTIMES = ('eager', 'compile', 'onnxruntime')
-
-
-def runtime_callable(module: nn.Module,
-                     x: torch.Tensor,
-                     runtime: str = 'eager',
-                     onnx_file: Optional[str] = None,
-                     threads: Optional[int] = None):
-    """A call of ``module(x)`` in a deployed runtime, for timing.
-
-    Args:
-        module (nn.Module): in eval mode; its outputs a tensor or a tuple.
-            For ``'compile'``, its numpy scalars become Python numbers
-            (:func:`python_scalars`, in place).
-        x (Tensor): the input, fixed (graphs are static in its shape).
-        runtime (str): ``'eager'``; ``'compile'``
-            (``torch.compile(fullgraph=True, dynamic=False)``, inductor);
-            ``'onnxruntime'`` (exported to ``onnx_file``, run on the CPU).
-        onnx_file (str, optional): where to export for ``'onnxruntime'``.
-        threads (int, optional): onnxruntime's intra-op threads (torch's
-            count by default).
-
-    Returns:
-        Callable[[], Any]: runs one batch.
-    """
-    from mmvitaccel.ops import check_choice
-    check_choice('runtime', runtime, RUNTIMES)
-    if runtime != 'eager':
-        require_torch(DEPLOY_TORCH, f'The {runtime} runtime')
-    if runtime == 'eager':
-        fn = module
-    elif runtime == 'compile':
-        # upstream numpy drop-path rates would break the graph (see
-        # python_scalars); the values do not change
-        python_scalars(module)
-        fn = torch.compile(module, fullgraph=True, dynamic=False)
-    else:
-        import onnxruntime as ort
-        if onnx_file is None:
-            raise ValueError("runtime='onnxruntime' needs onnx_file")
-        program = export_program(module, x)
-        torch.onnx.export(program, (x, ), dynamo=True,
-                          external_data=False).save(onnx_file)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or torch.get_num_threads()
-        options.inter_op_num_threads = 1
-        session = ort.InferenceSession(onnx_file, options,
-                                       providers=['CPUExecutionProvider'])
-        feed = {session.get_inputs()[0].name: x.cpu().numpy()}
-        return lambda: session.run(None, feed)
-
-    def run():
-        with torch.no_grad(), capture_scalars():
-            return fn(x)
-
-    return run

@@ -24,10 +24,10 @@ from mmvitaccel.ops.glad import (accuracy_metric, architecture_flops, GLAD,
 from mmvitaccel.ops.hmhsa import (AttentionHallucination, check_even_heads,
                                   check_hmhsa_form, CrossHeadHallucination,
                                   hallucinated_attention, HMHSA_FORMS,
-                                  hmhsa_flops, hmhsa_params,
-                                  IntraHeadHallucination, mhsa_flops,
-                                  mhsa_params, resolve_hmhsa_form,
+                                  IntraHeadHallucination, resolve_hmhsa_form,
                                   split_qkv_weights)
+from mmvitaccel.ops.hmhsa_costs import (hmhsa_flops, hmhsa_params, mhsa_flops,
+                                        mhsa_params)
 from mmvitaccel.ops.hmhsa_fused import (fused_hallucinated_attention,
                                         hallucinated_keys, key_filter_operator,
                                         stacked_hallucinated_attention)

@@ -49,7 +49,7 @@ FLOPs (multiply-adds, one image, ``n`` queries, ``n_kv`` keys of which
 ``k^2 n (n_kv - e) g`` on IHH and ``n n_kv g^2`` on CHH; these forms
 ``k^2 (n_kv - e) g d`` on IHH, ``n n_kv g d`` on the IHH scores and
 ``n n_kv g^2`` on CHH (none in the fused form when ``g = 1``)
-(:func:`~mmvitaccel.ops.hmhsa.hmhsa_flops`).
+(:func:`~mmvitaccel.ops.hmhsa_costs.hmhsa_flops`).
 
 Plain torch.
 """

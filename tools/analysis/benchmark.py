@@ -37,7 +37,7 @@ from mmvitaccel.analysis.fixed_boxes import (  # noqa: E402
     FIXED_WORK_OPTIONS, fix_detector_boxes)
 from mmvitaccel.analysis.timing import (  # noqa: E402
     default_num_threads, interleaved_benchmark)
-from mmvitaccel.apis.deploy import runtime_callable  # noqa: E402
+from mmvitaccel.apis.runtimes import runtime_callable  # noqa: E402
 from mmvitaccel.apis.torch_version import (  # noqa: E402
     DEPLOY_TORCH, require_torch)
 from mmvitaccel.apis.harness import (  # noqa: E402
