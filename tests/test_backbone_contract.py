@@ -45,3 +45,59 @@ def test_frozen_stages_freeze_what_the_method_rebuilt(type_, extra):
         assert not model.glads[0].training and model.glads[1].training
     trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert trained > 0
+
+
+def test_resized_static_logits_keep_constants_and_the_grid():
+    import torch
+
+    from mmvitaccel.ops import resize_static_logits
+    logits = torch.full((2, 1 + 16, 1 + 16), 0.5)
+    logits[:, 0, 0] = 3.
+    out = resize_static_logits(logits, 1, (6, 6))
+    assert out.shape == (2, 37, 37)
+    # bicubic weights sum to one: a constant stays that constant (float32
+    # rounding of a 4-tap sum per axis, two axes: a few ulp of 0.5)
+    assert torch.allclose(out[:, 1:, :], torch.full_like(out[:, 1:, :], .5),
+                          rtol=0, atol=8 * torch.finfo(torch.float32).eps)
+    assert out[0, 0, 0] == 3.
+    assert resize_static_logits(logits, 1, (4, 4)) is logits
+    with pytest.raises(ValueError, match='no square grid'):
+        resize_static_logits(torch.zeros(2, 1 + 12, 1 + 12), 1, (6, 6))
+
+
+def _saved(tmp_path, model):
+    import torch
+    path = str(tmp_path / 'model.pth')
+    torch.save(dict(state_dict=model.state_dict()), path)
+    return path
+
+
+@pytest.mark.parametrize('type_, extra, refused', [
+    ('DGSSAVisionTransformer',
+     dict(static_layers=(1, 2), glad_layers=(), glad_tokens=()), None),
+    ('DGSSAVisionTransformer',
+     dict(static_layers=(1, ), glad_layers=(2, ), glad_tokens=(10, )),
+     'glads.0.weight is'),
+    ('STViTDeiT', dict(stgm_layers=(1, 2), pooling='intra_inter'),
+     r'pooler.inter.weight is .* img_size it was trained at'),
+    ('STViTDeiT', dict(stgm_layers=(1, 2), pooling='max'), None),
+])
+def test_a_checkpoint_at_another_img_size(tmp_path, type_, extra, refused):
+    """224 -> 384 in small: upstream resizes the position table; ours also
+    resize the static logits on the patch grid, and refuse by name what
+    counts tokens (GLAD) or bins (the learnable pooler)."""
+    small = dict(type=f'mmvitaccel.{type_}', arch=dict(ARCH, num_layers=4),
+                 patch_size=16, **extra)
+    if type_ == 'DGSSAVisionTransformer':
+        small['static_init'] = 'random'
+    path = _saved(tmp_path, MODELS.build(dict(small, img_size=64)))
+    large = MODELS.build(dict(
+        small, img_size=96, init_cfg=dict(type='Pretrained',
+                                          checkpoint=path)))
+    if refused:
+        with pytest.raises(ValueError, match=refused):
+            large.init_weights()
+        return
+    large.init_weights()
+    assert large.load_report['missing'] == [] and \
+        large.load_report['mismatched'] == []

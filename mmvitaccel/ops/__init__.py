@@ -13,7 +13,8 @@ from mmvitaccel.ops.cffn import (cffn_flops, cffn_params, compact_dims,
 from mmvitaccel.ops.dgssa import (attention_to_logits, AttentionStats,
                                   check_init_mode, INIT_MODES,
                                   init_static_logits, local_logits, LOG_EPS,
-                                  MASK_VALUE, static_attention)
+                                  MASK_VALUE, resize_static_logits,
+                                  static_attention)
 from mmvitaccel.ops.flops import (attention_flops, attention_params,
                                   LAYER_NORM_FLOPS, layer_norm_flops,
                                   linear_flops, mlp_flops, mlp_params,
@@ -63,7 +64,7 @@ from mmvitaccel.ops.windows import (check_placement, covered_token_windows,
 __all__ = [
     'additive_mask', 'attention_logits', 'attention_probs', 'mask_logits',
     'masked_softmax', 'relative_position_bias', 'relative_position_index',
-    'window_mask', 'attention_flops', 'attention_params', 'LAYER_NORM_FLOPS',
+    'window_mask', 'resize_static_logits', 'attention_flops', 'attention_params', 'LAYER_NORM_FLOPS',
     'layer_norm_flops', 'linear_flops', 'mlp_flops', 'mlp_params',
     'vit_layer_params',
     'cffn_flops', 'cffn_params', 'compact_dims', 'CompactLinear', 'ffn_flops',

@@ -172,6 +172,55 @@ def init_static_logits(mode, num_heads, num_tokens, grid=None,
     return local_logits(num_heads, grid, extra_tokens)
 
 
+def resize_static_logits(logits, extra_tokens, grid):
+    """Static logits of a square patch grid, resized to ``grid``.
+
+    The patch-to-patch block ``(h, H0 W0, H0 W0)`` is a function of the
+    query's and the key's positions; it is resized bicubically over the
+    key's grid, then over the query's (as a relative position table is on
+    a size change). The rows of the extra (class) tokens are resized over
+    their key grid, their columns over the query grid; their corner is
+    kept. Logits, not probabilities, are resized: the softmax renormalises.
+
+    Args:
+        logits (Tensor): ``(h, e + H0 W0, e + H0 W0)``, ``H0 = W0``.
+        extra_tokens (int): ``e``, the class (and distillation) tokens first.
+        grid (tuple[int, int]): ``(H1, W1)``, the new patch grid.
+
+    Returns:
+        Tensor: ``(h, e + H1 W1, e + H1 W1)``.
+
+    Raises:
+        ValueError: the checkpoint's patch tokens are not a square grid.
+    """
+    h, n, _ = logits.shape
+    e = extra_tokens
+    side = math.isqrt(n - e)
+    if side * side != n - e:
+        raise ValueError(f'static logits of {n - e} patch tokens are no '
+                         f'square grid: cannot resize them to {tuple(grid)}')
+    if (side, side) == tuple(grid):
+        return logits
+    H1, W1 = grid
+
+    def over_keys(x):  # (h, q, side^2) -> (h, q, H1 W1)
+        q = x.shape[1]
+        x = x.reshape(h * q, 1, side, side).float()
+        x = torch.nn.functional.interpolate(
+            x, size=(H1, W1), mode='bicubic', align_corners=False)
+        return x.reshape(h, q, H1 * W1).to(logits.dtype)
+
+    patches = over_keys(logits[:, e:, e:])  # (h, side^2, H1 W1)
+    patches = over_keys(patches.transpose(1, 2)).transpose(1, 2)
+    out = logits.new_empty(h, e + H1 * W1, e + H1 * W1)
+    out[:, e:, e:] = patches
+    out[:, :e, :e] = logits[:, :e, :e]
+    out[:, :e, e:] = over_keys(logits[:, :e, e:])
+    out[:, e:, :e] = over_keys(logits[:, e:, :e].transpose(1, 2)).transpose(
+        1, 2)
+    return out
+
+
 def attention_to_logits(attention, eps=LOG_EPS):
     """``log`` of an attention matrix, rows renormalised after clamping, so
     that ``softmax(attention_to_logits(A)) == A`` up to ``eps``.

@@ -19,7 +19,7 @@ import torch.nn as nn
 from mmpretrain.models.backbones import VisionTransformer
 
 from mmvitaccel.ops import (GLAD, check_init_mode, init_static_logits,
-                            token_counts)
+                            resize_static_logits, token_counts)
 from mmvitaccel.registry import MODELS
 from mmvitaccel.models.dgssa.static_attention import StaticMultiheadAttention
 from mmvitaccel.models.dgssa.static_checkpoint import (fresh_static_init,
@@ -202,8 +202,51 @@ class DGSSAVisionTransformer(PretrainedMixin, FrozenStagesMixin,
             :meth:`PretrainedMixin.adapt_host_state_dict`.
         """
         self._prepare_pos_embed(state_dict, prefix='')
+        resized = self._resize_to_grid(state_dict)
         state_dict, notes, fresh = self.convert_host_state_dict(state_dict)
-        return state_dict, fresh, notes
+        return state_dict, fresh, resized + notes
+
+    def _resize_to_grid(self, state_dict):
+        """A checkpoint of this model at another ``img_size``: the static
+        logits of the layers on the patch grid are resized to this grid
+        (:func:`~mmvitaccel.ops.resize_static_logits`), in place. GLAD's
+        aggregations and the logits after them count tokens, not grid
+        cells: those are refused by name.
+
+        Args:
+            state_dict (dict): the checkpoint in this model's names.
+
+        Returns:
+            list[str]: notes of what was resized.
+
+        Raises:
+            ValueError: a GLAD or a post-GLAD static layer of another size.
+        """
+        notes = []
+        for name, param in self.named_parameters():
+            got = state_dict.get(name)
+            if got is None or got.shape == param.shape:
+                continue
+            layer = int(name.split('.')[1]) if name.startswith('layers.') \
+                else None
+            on_grid = layer is not None and name.endswith('static_logits') \
+                and self.tokens[layer] == self.tokens[0]
+            if not on_grid and (name.startswith('glads.') or
+                                name.endswith('static_logits')):
+                raise ValueError(
+                    f'{name} is {tuple(got.shape)} in the checkpoint and '
+                    f'{tuple(param.shape)} here: GLAD counts tokens, so a '
+                    'model with GLAD loads only at the img_size it was '
+                    'trained at; build it at that size, or start from the '
+                    'host (DeiT) checkpoint at this size (tools/dgssa_init.py '
+                    'writes its static logits)')
+            if on_grid:
+                state_dict[name] = resize_static_logits(
+                    got, self.num_extra_tokens, self.patch_resolution)
+                notes.append(f'{name}: resized from {tuple(got.shape)} to '
+                             f'{tuple(param.shape)} (patch grid '
+                             f'{tuple(self.patch_resolution)})')
+        return notes
 
     def init_new_parameters(self, fresh=None):
         """GLADs from their ``glad_init``; static logits by

@@ -174,6 +174,9 @@ class STViTDeiT(PretrainedMixin, FrozenStagesMixin, VisionTransformer):
 
     def adapt_host_state_dict(self, state_dict):
         """Resize a position embedding of another grid as upstream does.
+        A learnable pooler of another grid is refused: its inter-window
+        projection has one output per token of a pooling bin, so it holds
+        only at the ``img_size`` it was trained at.
 
         Args:
             state_dict (dict): DeiT weights in mmpretrain's names.
@@ -181,8 +184,23 @@ class STViTDeiT(PretrainedMixin, FrozenStagesMixin, VisionTransformer):
         Returns:
             tuple[dict, tuple, None]: see
             :meth:`PretrainedMixin.adapt_host_state_dict`.
+
+        Raises:
+            ValueError: ``pooler.*`` of another shape.
         """
         self._prepare_pos_embed(state_dict, prefix='')
+        if self.pooler is not None:
+            for name, param in self.pooler.named_parameters(
+                    prefix='pooler'):
+                got = state_dict.get(name)
+                if got is not None and got.shape != param.shape:
+                    raise ValueError(
+                        f'{name} is {tuple(got.shape)} in the checkpoint and '
+                        f'{tuple(param.shape)} here: pooling=\'intra_inter\' '
+                        'is sized for the patch grid of the img_size it was '
+                        'trained at; build the model at that img_size, or '
+                        'load the host (DeiT) checkpoint and train the '
+                        'pooler at this size')
         return state_dict, (), None
 
     def init_new_parameters(self, fresh=None):
