@@ -2,7 +2,10 @@
 rebuild after upstream froze its stages, and their new modules inside the
 frozen part, stay frozen (no gradient, eval mode), also after
 ``train()``; what follows the frozen part trains."""
+import re
+
 import pytest
+import torch
 from mmpretrain.models.backbones import VisionTransformer
 
 import mmvitaccel  # noqa: F401
@@ -48,8 +51,6 @@ def test_frozen_stages_freeze_what_the_method_rebuilt(type_, extra):
 
 
 def test_resized_static_logits_keep_constants_and_the_grid():
-    import torch
-
     from mmvitaccel.ops import resize_static_logits
     logits = torch.full((2, 1 + 16, 1 + 16), 0.5)
     logits[:, 0, 0] = 3.
@@ -66,7 +67,6 @@ def test_resized_static_logits_keep_constants_and_the_grid():
 
 
 def _saved(tmp_path, model):
-    import torch
     path = str(tmp_path / 'model.pth')
     torch.save(dict(state_dict=model.state_dict()), path)
     return path
@@ -101,3 +101,65 @@ def test_a_checkpoint_at_another_img_size(tmp_path, type_, extra, refused):
     large.init_weights()
     assert large.load_report['missing'] == [] and \
         large.load_report['mismatched'] == []
+
+
+#: where our ViTs differ from mmpretrain's VisionTransformer built with the
+#: same arguments (``img_size=64``), each refused by name or by design and
+#: documented on the method page; everything else is equal:
+#: (ours, out_type, the input is not img_size) -> what we give instead
+VIT_DIFFERENCES = {
+    # the class token is gone before the STGM
+    ('STViTDeiT', 'cls_token', False): 'out_type=.cls_token. is impossible',
+    ('STViTDeiT', 'cls_token', True): 'out_type=.cls_token. is impossible',
+    # the learnable pooler's bins are those of the img_size grid
+    **{('STViTDeiT', t, True): "pooling='intra_inter' is built for"
+       for t in ('featmap', 'avg_featmap', 'raw')},
+    # static attention over a fixed token count; GLAD replaces the grid
+    **{('DGSSAVisionTransformer', t, True): 'DGSSA/GLAD are built for'
+       for t in ('cls_token', 'avg_featmap', 'raw')},
+    **{('DGSSAVisionTransformer', 'featmap', s): "featmap' needs the patch"
+       for s in (False, True)},
+}
+VITS = {
+    'TokenPrunedVisionTransformer': dict(prune_before=(2, )),
+    'STViTDeiT': dict(stgm_layers=(1, 2)),
+    'DGSSAVisionTransformer': dict(static_layers=(1, 2), glad_layers=(3, ),
+                                   glad_tokens=(10, )),
+    'HViTDeiT': dict(),
+}
+
+
+def _vit_outcome(build, x):
+    """Args: build (callable): makes the model. x (Tensor). Returns:
+    list[tuple] | str: output shapes, or the message of a ValueError."""
+    try:
+        model = build()
+        model.eval()
+        with torch.no_grad():
+            return [tuple(o.shape) for o in model(x)]
+    except ValueError as e:
+        return str(e)
+
+
+@pytest.mark.parametrize('ours', sorted(VITS))
+@pytest.mark.parametrize('out_type',
+                         ['cls_token', 'featmap', 'avg_featmap', 'raw'])
+@pytest.mark.parametrize('size', [(64, 64), (80, 96)])
+def test_vit_outputs_against_upstream(ours, out_type, size):
+    """``raw`` holds the tokens each method keeps (fewer than upstream's,
+    by design: pruned, semantic or aggregated tokens), the rest the same
+    shapes as upstream, or a refusal by name (:data:`VIT_DIFFERENCES`)."""
+    kwargs = dict(arch=ARCH, img_size=64, patch_size=16, out_type=out_type,
+                  out_indices=[3, 5])
+    x = torch.rand(1, 3, *size)
+    got = _vit_outcome(lambda: MODELS.build(dict(
+        type=f'mmvitaccel.{ours}', **kwargs, **VITS[ours])), x)
+    want = _vit_outcome(lambda: VisionTransformer(**kwargs), x)
+    refusal = VIT_DIFFERENCES.get((ours, out_type, size != (64, 64)))
+    if refusal:
+        assert isinstance(got, str) and re.search(refusal, got), got
+    elif out_type == 'raw' and ours != 'HViTDeiT':
+        assert [g[0::2] for g in got] == [w[0::2] for w in want]
+        assert all(g[1] < w[1] for g, w in zip(got, want)), (got, want)
+    else:
+        assert got == want, (got, want)
