@@ -163,3 +163,4 @@ def test_vit_outputs_against_upstream(ours, out_type, size):
         assert all(g[1] < w[1] for g, w in zip(got, want)), (got, want)
     else:
         assert got == want, (got, want)
+
