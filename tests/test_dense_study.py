@@ -88,7 +88,7 @@ def test_reduced_dense_study_writes_every_row_and_output(reduced_study):
         assert osp.isfile(out / name), name
     again = dense_report.read_dense_csv(out / 'dense.csv')
     assert [r['method'] for r in again] == [r['method'] for r in rows]
-    # the table (README, docs) renders from the CSV; each method row's
+    # the table (docs/study.md) renders from the CSV; each method row's
     # change is against its own dense reference
     table = dense_report.dense_markdown_table(again)
     pruned = next(r for r in again if r['method'] == 'Pruned DeiT'

@@ -22,8 +22,8 @@ Example::
         --work-dir work_dirs/study --out docs/study
 
 ``--table CSV`` prints the Markdown tables of a written CSV (all rows, then
-the host and the trained methods only: the tables of ``docs/study.md`` and
-the README) and runs nothing.
+the host and the trained methods only: the two tables of ``docs/study.md``)
+and runs nothing.
 """
 import argparse
 import os

@@ -10,7 +10,7 @@ __all__ = ['FIELDS', 'choose_summary', 'markdown_table', 'plot_tradeoff',
 #: The CSV's columns. ``flops_per_image``: ``'test mean'`` where the cost
 #: depends on the image (``mflops`` is then the mean over the test split and
 #: the seeds), else ``'fixed'``; ``summary``: 1 for the rows of the short
-#: table (the README's), see :func:`choose_summary`; ``max_grad_norm``: a
+#: table (docs/study.md's), see :func:`choose_summary`; ``max_grad_norm``: a
 #: trained method's largest gradient norm of any step of any seed (before
 #: clipping; empty for the host and the training-free rows).
 FIELDS = ('method', 'setting', 'params', 'mflops', 'flops_ratio',
