@@ -15,11 +15,13 @@ STUDY_FILES = ('study', 'tradeoff_study.py', 'dense_study.py',
 
 # What every user needs; torch and mmcv (with its compiled ops) are expected
 # in place, as for the toolboxes (tools/setup_env.sh builds the tested ones).
-# The ranges are the tested ones: torch 2.1 to 2.14, mmcv 2.1, mmengine
-# 0.10, mmpretrain 1.2 (requirements/oldest.txt and runtime.txt).
+# The ranges hold the tested versions (torch 2.1 to 2.14, mmcv 2.1.0,
+# mmengine 0.10.7, mmpretrain 1.2.0: requirements/oldest.txt and
+# runtime.txt), and no more than an existing OpenMMLab 2.x environment
+# meets: installing into one replaces nothing (tests/test_setup_env.py).
 INSTALL_REQUIRES = [
     'torch>=2.1',
-    'mmcv>=2.1.0,<2.2.0',
+    'mmcv>=2.0.0,<2.2.0',  # mmdet 3.3's range; 2.1.0 tested
     'mmengine>=0.10.0,<1.0.0',
     'mmpretrain>=1.2.0,<1.3.0',
     'numpy',

@@ -571,7 +571,7 @@ def test_swin_gradients_and_errors():
                            for k, msa in enumerate(msas))
     with pytest.raises(ValueError, match='static_blocks must be in'):
         DGSSASwinTransformer(**SWIN, static_blocks=8)
-    with pytest.raises(ValueError, match='custom arch'):
-        DGSSASwinTransformer(**SWIN)
+    # a custom depth takes the switch's rule: half of the 7 blocks
+    assert DGSSASwinTransformer(**SWIN).static_blocks == 3
     with pytest.raises(ValueError, match='unknown arch'):
         DGSSASwinTransformer(arch='huge')

@@ -8,9 +8,10 @@ from mmdet.models.backbones.swin import SwinTransformer as DetSwin
 from mmpretrain.models.backbones import SwinTransformer as PreSwin
 from mmpretrain.models.backbones import VisionTransformer
 
-from mmvitaccel.models import backbones as B  # before mmaction
+import mmvitaccel.models as B  # before mmaction
 from mmaction.models.backbones.swin import SwinTransformer3D  # noqa: I100
-from mmvitaccel.models.dgssa import static_checkpoint
+from mmvitaccel.models.dgssa import dgssa_swin, dgssa_vit, static_checkpoint
+from mmvitaccel.models.stvit import stvit_r_swin, stvit_swin
 from mmvitaccel.models.utils import (SWIN_ARCHS, PretrainedMixin, SwinBase,
                                      pretrained)
 
@@ -142,8 +143,8 @@ def test_both_dgssa_backbones_convert_with_the_one_function(
         calls.append(kwargs.get('window'))
         return convert(*args, **kwargs)
 
-    monkeypatch.setattr(B.dgssa_vit, 'static_attention_state_dict', spy)
-    monkeypatch.setattr(B.dgssa_swin, 'static_attention_state_dict', spy)
+    monkeypatch.setattr(dgssa_vit, 'static_attention_state_dict', spy)
+    monkeypatch.setattr(dgssa_swin, 'static_attention_state_dict', spy)
     ours = ours_fn(init_cfg=dict(type='Pretrained', checkpoint=path))
     ours.init_weights()
     # Swin folds the relative position bias of its 7x7 windows, ViT has none
@@ -190,7 +191,7 @@ def test_one_swin_arch_table_and_base():
                 B.DGSSASwinTransformer):
         assert issubclass(cls, SwinBase) and issubclass(cls, DetSwin)
     assert issubclass(B.HViTSwinTransformer, PreSwin)
-    for module in (B.stvit_swin, B.dgssa_swin, B.stvit_r_swin):
+    for module in (stvit_swin, dgssa_swin, stvit_r_swin):
         assert not hasattr(module, 'SWIN_ARCHS')
     with pytest.raises(ValueError, match="unknown arch 'huge'"):
         B.DGSSASwinTransformer(arch='huge', static_blocks=0)

@@ -130,7 +130,8 @@ def test_loads_swin_weights_with_a_clear_report(tmp_path):
 
 @pytest.mark.parametrize('kwargs,match', [
     (dict(stgm_index=5), r'STGM at blocks \(5, 6\) does not fit'),
-    (dict(stgm_index=None), 'stgm_index is needed'),
+    # a custom depth: the paper's rule, which needs 2 blocks after the STGM
+    (dict(stgm_index=None, depths=(1, 1, 2, 1)), 'deep enough'),
     (dict(out_type='cls_token'), 'unknown out_type'),
     (dict(pooling='median'), 'unknown pooling'),
     (dict(semantic_stage=4), 'does not exist'),

@@ -235,7 +235,9 @@ def test_an_openmmlab_2d_swin_inflates_through_the_official_layout(tmp_path):
 
 @pytest.mark.parametrize('kwargs,match', [
     (dict(stgm_index=3), r'STGM at blocks \(3, 4\) does not fit'),
-    (dict(stgm_index=None), 'stgm_index is needed'),
+    # a custom depth: the paper's rule, which needs 2 blocks after the STGM
+    (dict(stgm_index=None, arch=dict(TINY, depths=[1, 1, 2, 1])),
+     'deep enough'),
     (dict(pooling='median'), 'unknown pooling'),
     (dict(out_after_downsample=True), 'out_after_downsample'),
     (dict(window_size=(2, 7, 5)), 'square'),
