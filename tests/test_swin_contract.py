@@ -34,7 +34,7 @@ def _build(type_, scope, **kwargs):
         args['arch'] = dict(embed_dims=args.pop('embed_dims'),
                             depths=list(args.pop('depths')),
                             num_heads=list(args.pop('num_heads')))
-        args['img_size'] = 224
+        args.setdefault('img_size', 224)
     with DefaultScope.overwrite_default_scope(scope):
         return MODELS.build(dict(type=type_, **args))
 
@@ -130,3 +130,24 @@ def test_with_cp_gives_the_same_outputs_and_gradients(ours):
     assert ga.keys() == gb.keys()
     # recomputation runs the same kernels: equal gradients
     assert all(torch.equal(ga[k], gb[k]) for k in ga)
+
+
+@pytest.mark.parametrize('ours', sorted(SWINS))
+def test_a_checkpoint_at_another_input_size_loads(ours, tmp_path):
+    """A Swin's weights do not depend on the input size (relative position
+    tables depend on the window, DGSSA's static logits on the window's
+    tokens): ours built for 384 load a checkpoint of ours built for 224,
+    every tensor, as upstream does."""
+    scope, extra = SWINS[ours]
+    size_key = 'img_size' if scope == 'mmpretrain' else 'pretrain_img_size'
+    small = _build(f'mmvitaccel.{ours}', scope, **extra, **{size_key: 224})
+    path = str(tmp_path / 'small.pth')
+    torch.save(dict(state_dict=small.state_dict()), path)
+    large = _build(f'mmvitaccel.{ours}', scope, **extra, **{
+        size_key: 384,
+        'init_cfg': dict(type='Pretrained', checkpoint=path)})
+    large.init_weights()
+    report = large.load_report
+    assert report['missing'] == [] and report['mismatched'] == [], report
+    for name, value in small.state_dict().items():
+        assert torch.equal(large.state_dict()[name], value), name
