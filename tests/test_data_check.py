@@ -85,5 +85,6 @@ def test_a_tool_refuses_missing_data_in_one_line(tmp_path, tool, config, key):
             if line.startswith(f'{tool}: ')]
     assert len(ours) == 1 and ours[0] == result.stderr.splitlines()[-1]
     assert f'(set by {key};' in ours[0] and '--tiny' in ours[0]
-    assert not os.listdir(tmp_path / 'w') if osp.isdir(tmp_path / 'w') \
-        else True  # refused before the runner made its work dir
+    # refused before the runner filled its work dir
+    work_dir = tmp_path / 'w'
+    assert not osp.isdir(work_dir) or not os.listdir(work_dir)
