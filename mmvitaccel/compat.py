@@ -1,80 +1,6 @@
-"""Fixes for known breakages of the OpenMMLab stack, for our tools and for
-whoever calls them explicitly.
-
-``import mmvitaccel`` applies none of them: a user who adds one of our
-components to an upstream model gets upstream's behaviour everywhere else.
-Our tools (``tools/*.py``) and the test harness call :func:`apply` first;
-a user's own script can do the same::
-
-    from mmvitaccel import compat
-    compat.apply()
-
-or pick single fixes (each function below is idempotent). Which fix does
-what, and what each costs a user who does not apply it, is in
-``docs/get_started.md``.
-
-1. **mmaction2 1.2.0 wheel lacks ``mmaction/models/localizers/drn``.**
-   ``mmaction/models/localizers/__init__.py`` does ``from .drn.drn import DRN``,
-   so ``import mmaction.models`` fails. :func:`patch_mmaction_drn` registers
-   two placeholder modules in :data:`sys.modules` *before* mmaction is
-   imported. Their ``DRN`` raises a clear :class:`ImportError` when built;
-   every other mmaction model works unchanged. Nothing is done when the
-   package is complete (e.g. installed from source).
-
-2. **torch >= 2.6 loads checkpoints with ``weights_only=True`` by default,
-   and mmengine 0.10.7 calls ``torch.load`` without the argument.**
-   Checkpoints written by mmengine's runner carry a ``message_hub`` of
-   :class:`~mmengine.logging.HistoryBuffer` objects and numpy arrays, which
-   the safe unpickler refuses, so ``--resume`` and ``load_from`` break.
-   :func:`allow_mmengine_checkpoints` adds exactly those classes to torch's
-   allow-list (:func:`torch.serialization.add_safe_globals`). A
-   ``HistoryBuffer`` pickles its statistics methods as
-   ``getattr(HistoryBuffer, 'mean')``; plain ``getattr`` would be a gadget
-   for arbitrary code, so the name ``builtins.getattr`` is bound to
-   :func:`_history_buffer_getattr`, which only returns HistoryBuffer's own
-   methods. Safety stays on: any other global in a pickle is still refused. A user who trusts a
-   checkpoint that needs more can opt in with torch's own switch,
-   ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``. Entries under another name
-   (``(function, 'builtins.getattr')``) are accepted by torch 2.6 and
-   later only: torch 2.4 and 2.5 take them but then fail every load with
-   ``'tuple' object has no attribute '__module__'``, so there they are
-   left out (those versions load with ``weights_only=False`` by default;
-   only an explicit ``weights_only=True`` load of a message hub fails).
-   torch < 2.4 has no allow-list, and nothing is added.
-
-3. **mmcv without its compiled ops** (``mmcv-lite``, or an sdist built
-   without ``MMCV_WITH_OPS=1``) makes mmdet, mmseg and mmaction2 fail deep
-   inside their imports with ``No module named 'mmcv._ext'``. Their
-   components of ours then stand in (:mod:`mmvitaccel.toolboxes`), and
-   building one names :data:`MMCV_OPS_FIX`; nothing is applied here.
-
-4. **mmengine 0.10.7's launchers assume CUDA.** ``_init_dist_pytorch`` and
-   ``_init_dist_slurm`` call ``torch.cuda.set_device`` (the slurm one also
-   divides by ``torch.cuda.device_count()``), and ``Runner.wrap_model``
-   passes ``device_ids=[LOCAL_RANK]`` to DDP, which torch refuses for a CPU
-   module. So ``--launcher pytorch`` or ``slurm`` fails with "Found no NVIDIA
-   driver" on a machine without a GPU, even with ``backend='gloo'``.
-   :func:`allow_cpu_distributed` wraps both initialisers so that, only when
-   no CUDA device exists, ``set_device`` is skipped and ``nccl`` (which
-   needs a GPU) becomes ``gloo`` with a warning, and makes DDP drop
-   ``device_ids`` for a module whose parameters are on the CPU, where it
-   also turns SyncBatchNorm (which torch runs on GPUs only; mmdet's Cascade
-   heads use it) into BatchNorm with a warning. Only a module whose
-   parameters are all on the CPU is changed: on CUDA, NPU, MLU or MUSA
-   devices DDP gets its ``device_ids`` and SyncBatchNorm stays.
-
-5. **The upstream Swin blocks call ``torch.utils.checkpoint.checkpoint``
-   without ``use_reentrant``** (mmpretrain's, mmdet's and mmseg's Swin,
-   mmseg's ViT, mmaction2's Video Swin, under ``with_cp=True``). torch warns
-   on every such call and says that it will become an error.
-   :func:`explicit_checkpoint_reentrancy` rebinds the ``torch.utils.checkpoint``
-   module name in exactly those upstream modules to
-   :data:`EXPLICIT_CHECKPOINT`, whose ``checkpoint`` passes
-   ``use_reentrant=False`` (torch's recommendation, and what our own blocks
-   pass): the gradients are the same; unlike the reentrant form it also
-   gives parameter gradients when a block's input needs none (a frozen
-   stage before it). Nothing in torch itself is changed.
-"""
+"""Fixes for known breakages of the OpenMMLab stack (``docs/get_started.md``,
+"Environment fixes"), applied by our tools through :func:`apply`, never by
+``import mmvitaccel``; each fix is idempotent."""
 import functools
 import importlib
 import importlib.util
@@ -92,11 +18,7 @@ from mmvitaccel.toolboxes import (DRN_PACKAGE, MMCV_OPS_FIX,  # noqa: F401
 
 
 class _UnavailableDRN:
-    """Stand-in for ``mmaction.models.localizers.drn.drn.DRN``.
-
-    The mmaction2 1.2.0 wheel does not ship DRN's sources, so this class
-    only explains that when somebody tries to build it.
-    """
+    """Stand-in for mmaction's ``DRN`` (not in the 1.2.0 wheel): refuses."""
 
     def __init__(self, *args, **kwargs):
         raise ImportError(
@@ -106,14 +28,14 @@ class _UnavailableDRN:
 
 
 def patch_mmaction_drn():
-    """Register placeholder ``drn`` modules so ``mmaction.models`` imports.
+    """Register placeholder ``drn`` modules so that ``mmaction.models``
+    imports (mmaction2 1.2.0 wheel); building ``DRN`` then says why not.
 
     Returns:
         bool: True if the placeholders are (now) installed.
 
     Raises:
-        RuntimeError: if ``mmaction.models`` was already imported and failed
-            before this ran (the import must come after mmvitaccel's).
+        RuntimeError: ``mmaction.models`` already failed to import.
     """
     if not mmaction_drn_missing():
         return False
@@ -137,14 +59,12 @@ def patch_mmaction_drn():
 
 
 def _history_buffer_getattr(obj, name):
-    """``getattr`` restricted to what a pickled HistoryBuffer needs.
+    """``getattr`` limited to HistoryBuffer's public methods (a plain
+    ``getattr`` in the allow-list would be a gadget for any code).
 
     Args:
-        obj: must be :class:`mmengine.logging.HistoryBuffer`.
+        obj: :class:`mmengine.logging.HistoryBuffer`.
         name (str): a public method of it, e.g. ``'mean'``.
-
-    Returns:
-        function: ``HistoryBuffer.<name>``.
     """
     from mmengine.logging import HistoryBuffer
     if (obj is HistoryBuffer and isinstance(name, str)
@@ -158,14 +78,8 @@ def _history_buffer_getattr(obj, name):
 
 
 def _mmengine_checkpoint_globals():
-    """The non-tensor globals that mmengine's runner pickles in checkpoints
-    (checked with ``torch.serialization.get_unsafe_globals_in_checkpoint``
-    on a runner checkpoint): the message hub's ``HistoryBuffer`` and its
-    methods, and numpy arrays and scalars.
-
-    Returns:
-        list: entries for :func:`torch.serialization.add_safe_globals`.
-    """
+    """The non-tensor globals of mmengine's runner checkpoints (the message
+    hub's ``HistoryBuffer``, numpy arrays and scalars), for the allow-list."""
     import numpy as np
     from mmengine.logging import HistoryBuffer
 
@@ -206,24 +120,18 @@ def allow_mmengine_checkpoints():
 
 
 def renamed_safe_globals_supported():
-    """Whether torch's allow-list takes ``(object, 'module.name')`` entries.
-
-    Returns:
-        bool: True from torch 2.6 on (see the module docstring, item 2).
-    """
+    """Whether torch's allow-list takes ``(object, 'module.name')`` entries:
+    from 2.6 on (2.4 and 2.5 take them, then fail every load)."""
     import torch
     release = torch.__version__.split('+')[0].split('.')[:2]
     return tuple(int(p) for p in release) >= (2, 6)
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
-    """torch < 2.6: what ``torch.load(weights_only=True)`` allows (torch's
-    own list for tensors and storages) plus mmengine's checkpoint globals
-    (:func:`_mmengine_checkpoint_globals`); any other global is refused."""
+    """torch < 2.6: torch's weights-only globals plus mmengine's; no other."""
 
     def find_class(self, module, name):
-        import _compat_pickle  # protocol 2 names (``__builtin__``), as
-        # pickle's own find_class maps them
+        import _compat_pickle  # protocol 2 names, mapped as pickle does
         module, name = _compat_pickle.NAME_MAPPING.get((module, name),
                                                        (module, name))
         module = _compat_pickle.IMPORT_MAPPING.get(module, module)
@@ -243,8 +151,7 @@ def _restricted_globals():
 
     from torch import _weights_only_unpickler
     allowed = dict(_weights_only_unpickler._get_allowed_globals())
-    # numpy scalars pickle their bytes as _codecs.encode(text, 'latin1'),
-    # which torch's own list allows from 2.4 on
+    # numpy scalars pickle as _codecs.encode (torch allows it from 2.4 on)
     allowed['_codecs.encode'] = codecs.encode
     for entry in _mmengine_checkpoint_globals():
         obj, name = entry if isinstance(entry, tuple) else \
@@ -263,13 +170,9 @@ RESTRICTED_PICKLE = types.SimpleNamespace(
 
 
 def load_checkpoint_safely(filename, map_location='cpu'):
-    """Load a runner checkpoint without running code from it.
-
-    From torch 2.6 on, ``torch.load(weights_only=True)`` with mmengine's
-    classes allow-listed (:func:`allow_mmengine_checkpoints`); before, the
-    same allow-list through our restricted unpickler (torch < 2.6 loads
-    with ``weights_only=False`` by default, and cannot allow-list the
-    message hub's ``getattr``).
+    """Load a runner checkpoint without running code from it: torch >= 2.6
+    ``weights_only=True`` with mmengine's classes allow-listed, before that
+    the same allow-list through :data:`RESTRICTED_PICKLE`.
 
     Args:
         filename (str): a checkpoint file.
@@ -291,8 +194,7 @@ def load_checkpoint_safely(filename, map_location='cpu'):
 
 
 def _cpu_safe_init(init, slurm=False):
-    """Wrap an mmengine ``_init_dist_*`` function so that it works without
-    CUDA (see the module docstring, item 4)."""
+    """Wrap an mmengine ``_init_dist_*`` to work without CUDA."""
 
     @functools.wraps(init)
     def wrapper(backend, *args, **kwargs):
@@ -317,8 +219,8 @@ def _cpu_safe_init(init, slurm=False):
 
 
 def allow_cpu_distributed():
-    """Make mmengine's ``pytorch`` and ``slurm`` launchers and its DDP
-    wrapper work on machines without CUDA (gloo). Idempotent.
+    """Make mmengine's ``pytorch``/``slurm`` launchers and DDP wrapper work
+    without CUDA (gloo; SyncBN as BN on the CPU). Idempotent.
 
     Returns:
         bool: True if the wrappers were installed by this call.
@@ -350,9 +252,8 @@ def allow_cpu_distributed():
 
 
 class _ExplicitCheckpointModule(types.ModuleType):
-    """Stands for ``torch.utils.checkpoint`` in an upstream module: every
-    attribute is torch's, except that :meth:`checkpoint` names
-    ``use_reentrant`` (False unless the caller passes it)."""
+    """``torch.utils.checkpoint`` for an upstream module, whose
+    ``checkpoint`` passes ``use_reentrant=False`` unless told otherwise."""
 
     def __getattr__(self, name):
         import torch.utils.checkpoint
@@ -368,8 +269,7 @@ class _ExplicitCheckpointModule(types.ModuleType):
 #: the stand-in bound by :func:`explicit_checkpoint_reentrancy`
 EXPLICIT_CHECKPOINT = _ExplicitCheckpointModule('torch.utils.checkpoint')
 
-#: upstream module -> the name under which it imports torch.utils.checkpoint
-#: (the backbones our components subclass, whose blocks take ``with_cp``)
+#: upstream module -> its name for torch.utils.checkpoint (``with_cp`` blocks)
 CHECKPOINTING_UPSTREAM = {
     'mmpretrain.models.backbones.swin_transformer': 'cp',
     'mmdet.models.backbones.swin': 'cp',
@@ -381,8 +281,7 @@ CHECKPOINTING_UPSTREAM = {
 
 def explicit_checkpoint_reentrancy():
     """Bind :data:`EXPLICIT_CHECKPOINT` in the installed modules of
-    :data:`CHECKPOINTING_UPSTREAM` (importing them; a toolbox that is not
-    installed is skipped).
+    :data:`CHECKPOINTING_UPSTREAM`.
 
     Returns:
         list[str]: the modules patched.
@@ -405,10 +304,7 @@ def explicit_checkpoint_reentrancy():
 
 
 def apply():
-    """Apply every fix of this module; our tools call it first.
-
-    ``import mmvitaccel`` never calls it. Set ``MMVITACCEL_NO_COMPAT=1`` to
-    skip the fixes in our tools too (e.g. to reproduce an upstream bug).
+    """Apply every fix of this module (none if ``MMVITACCEL_NO_COMPAT=1``).
 
     Returns:
         bool: True if the fixes were applied.

@@ -1,12 +1,6 @@
-"""Child registries of mmengine's root registries, with scope ``mmvitaccel``.
-
-Every component of this package registers here. Because each registry is a
-child of mmengine's root registry, ``type='mmvitaccel.X'`` resolves from any
-config whose ``default_scope`` is ``mmpretrain``, ``mmdet``, ``mmseg`` or
-``mmaction``; mmengine walks up to the root and down into our scope.
-Inside the ``mmvitaccel`` scope, names that are not ours fall back to the
-parent (mmengine) registries.
-"""
+"""Child registries of mmengine's root registries, scope ``mmvitaccel``:
+``type='mmvitaccel.X'`` resolves from any toolbox's ``default_scope``, and in
+our scope names that are not ours fall back to mmengine's."""
 from mmengine.registry import DATA_SAMPLERS as MMENGINE_DATA_SAMPLERS
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
 from mmengine.registry import EVALUATOR as MMENGINE_EVALUATOR

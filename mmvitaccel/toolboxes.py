@@ -1,16 +1,6 @@
-"""Components that need one of the optional toolboxes (mmdet, mmseg,
-mmaction2) register only where that toolbox imports.
-
-``mmengine`` and ``mmpretrain`` are what every user has; mmdet, mmseg and
-mmaction2 are extras (``pip install 'mmvitaccel[mmdet]'`` ...). A module of
-ours that subclasses a block of one of them is imported through
-:func:`import_optional`: where the toolbox is missing or fails to import,
-each of the module's registered names gets a stand-in instead. Building a
-stand-in (from a config, or by calling it) first tries the import again
-(the toolbox may have been fixed since, e.g. by
-:func:`mmvitaccel.compat.apply`), and otherwise raises :class:`ImportError`
-naming the component, the toolbox, how to install it, and the cause.
-"""
+"""Components that need an optional toolbox (mmdet, mmseg, mmaction2)
+register only where it imports; elsewhere a stand-in retries the import
+when built, then names the toolbox, how to install it and the cause."""
 import importlib
 import importlib.util
 import os.path as osp
@@ -21,12 +11,8 @@ DRN_PACKAGE = 'mmaction.models.localizers.drn'
 
 
 def mmaction_drn_missing():
-    """Whether the installed mmaction lacks the DRN localizer sources.
-
-    Returns:
-        bool: True if mmaction is installed without
-        ``models/localizers/drn``. Does not import mmaction.
-    """
+    """Whether mmaction is installed without ``models/localizers/drn``
+    (told without importing mmaction)."""
     spec = importlib.util.find_spec('mmaction')
     if spec is None or spec.origin is None:
         return False
@@ -35,12 +21,8 @@ def mmaction_drn_missing():
 
 
 def drn_shim_needed():
-    """Whether mmaction lacks DRN and the placeholders are not in place.
-
-    Returns:
-        bool: True while ``import mmaction.models`` would fail for DRN.
-        Does not import mmaction.
-    """
+    """Whether mmaction lacks DRN and the placeholders are not in place
+    (``import mmaction.models`` would fail); does not import mmaction."""
     return mmaction_drn_missing() and DRN_PACKAGE not in sys.modules
 
 
@@ -99,13 +81,9 @@ def _stand_in(name, module, toolboxes, registries, cause):
     Args:
         name (str): the component's registered name.
         module (str): our module that defines it.
-        toolboxes (tuple[str]): the toolboxes it needs; the first is the
-            one that failed.
+        toolboxes (tuple[str]): the toolboxes it needs, the failing first.
         registries (list[Registry]): where ``name`` is registered.
         cause (BaseException): why the toolbox does not import.
-
-    Returns:
-        type: the stand-in class.
     """
 
     def __new__(cls, *args, **kwargs):
@@ -129,11 +107,8 @@ def _register(stand_ins):
 
 
 def _retry(name):
-    """Import the module of a skipped component again, if its toolboxes
-    now import (after an environment fix).
-
-    An import error of our module while its toolboxes import is a bug of
-    ours, raised as it is (the stand-ins stay registered).
+    """Import a skipped component's module again if its toolboxes now
+    import; an import error of our own module is raised as it is.
 
     Args:
         name (str): the component's registered name.
@@ -177,19 +152,14 @@ def _retry(name):
 
 
 def toolbox_error(toolbox):
-    """Why ``toolbox`` cannot be used, or None if its models import.
-
-    The mmaction2 1.2.0 wheel without its DRN sources is reported without
-    importing it (a failed ``import mmaction.models`` leaves half-made
-    modules behind): :func:`mmvitaccel.compat.patch_mmaction_drn` fixes it.
+    """Why ``toolbox``'s models cannot be imported, or None (mmaction's
+    missing DRN is told without importing it).
 
     Args:
         toolbox (str): a key of :data:`TOOLBOXES`.
 
     Returns:
-        Exception | None: what ``import <toolbox>.models`` raised (an
-        installed toolbox may also refuse with another error, e.g. an
-        assertion on the mmcv version).
+        Exception | None: what ``import <toolbox>.models`` raised.
     """
     if toolbox not in TOOLBOXES:
         raise ValueError(f'toolbox must be one of {sorted(TOOLBOXES)}, '
@@ -209,10 +179,8 @@ def toolbox_error(toolbox):
 
 def import_optional(module, toolboxes, names, registries, namespace=None,
                     exported=()):
-    """Import one of our modules that needs ``toolboxes``, or stand in.
-
-    Only a failing toolbox makes stand-ins: an import error of our own
-    module while its toolboxes import is raised as it is.
+    """Import one of our modules that needs ``toolboxes``, or register
+    stand-ins (only for a failing toolbox).
 
     Args:
         module (str): our module, e.g.
@@ -220,10 +188,9 @@ def import_optional(module, toolboxes, names, registries, namespace=None,
         toolboxes (tuple[str]): keys of :data:`TOOLBOXES` it needs.
         names (list[str]): the names ``module`` registers, and exports.
         registries (list[Registry]): the registries ``names`` go to.
-        namespace (dict, optional): a package's ``globals()``: each name is
-            bound there to the real class or its stand-in.
-        exported (list[str]): names ``module`` exports without registering
-            them (a stand-in too, bound in ``namespace`` only).
+        namespace (dict, optional): a package's ``globals()``, where each
+            name is bound to the real class or its stand-in.
+        exported (list[str]): names exported without being registered.
 
     Returns:
         bool: whether the real module was imported.
@@ -258,9 +225,8 @@ def missing_components():
 
 
 def retry_missing():
-    """Try every skipped component's import again (after an environment
-    fix). Where it now imports, the registries and our package namespaces
-    get the real classes.
+    """Retry every skipped component's import (after an environment fix);
+    the registries and our namespaces get the real classes.
 
     Returns:
         list[str]: the names that now import.

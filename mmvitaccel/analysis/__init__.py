@@ -1,6 +1,5 @@
-"""Measuring models: the one FLOP counter (:mod:`.flops`), interleaved timing
-(:mod:`.timing`) and attention statistics of a host model
-(:mod:`.attention_stats`)."""
+"""Measuring models: FLOPs (:mod:`.flops`), interleaved timing
+(:mod:`.timing`), attention statistics (:mod:`.attention_stats`)."""
 from mmvitaccel.analysis.attention_stats import (HOSTS, add_attention_hooks,
                                                  build_host_backbone,
                                                  build_loader,

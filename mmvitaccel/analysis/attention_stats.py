@@ -1,15 +1,5 @@
-"""Attention statistics of a pretrained host model over a dataset: what
-``tools/dgssa_init.py`` and ``tools/glad_search.py`` share.
-
-The host is the dynamic model that a DGSSA config compresses: the config's
-``DGSSAVisionTransformer``/``DGSSASwinTransformer`` backbone with no static
-layer and no GLAD, which is exactly upstream's DeiT/Swin (tested), loaded
-from any checkpoint layout the backbone reads. Forward hooks record each
-attention layer's probabilities (per head; for Swin per window, relative
-position bias and shift mask included; in shifted blocks only the windows
-the mask leaves whole, see :func:`interior_windows`) into
-:class:`mmvitaccel.ops.AttentionStats`.
-"""
+"""Attention statistics of a pretrained DGSSA host over a dataset, shared by
+``tools/dgssa_init.py`` and ``tools/glad_search.py``."""
 import copy
 import warnings
 
@@ -29,16 +19,13 @@ HOSTS = ('DGSSAVisionTransformer', 'DGSSASwinTransformer')
 
 
 def build_host_backbone(cfg, checkpoint=None):
-    """The dynamic host of a DGSSA config's backbone, in eval mode.
+    """The dynamic host of a DGSSA config's backbone (every layer dynamic:
+    upstream's DeiT/Swin), in eval mode.
 
     Args:
         cfg (Config): a config whose ``model.backbone`` is a DGSSA backbone.
-        checkpoint (str, optional): pretrained weights of the host (DeiT or
-            Swin, any supported layout); None keeps a random init (a
-            warning says so).
-
-    Returns:
-        nn.Module: the backbone with every layer dynamic.
+        checkpoint (str, optional): the host's weights (any layout); None
+            keeps a random init, with a warning.
     """
     bcfg = copy.deepcopy(cfg.model.backbone)
     kind = str(bcfg.get('type', '')).split('.')[-1]
@@ -71,9 +58,8 @@ def add_attention_hooks(backbone, singular_values=False):
         singular_values (bool): also record singular values.
 
     Returns:
-        tuple[dict, list]: ``{name: AttentionStats}`` in layer order, where
-        ``name + '.static_logits'`` is the DGSSA parameter of that layer,
-        and the hook handles.
+        tuple[dict, list]: ``{name: AttentionStats}`` in layer order
+        (``name + '.static_logits'`` is its DGSSA parameter), and the hooks.
     """
     stats, handles = {}, []
     if isinstance(backbone, DGSSAVisionTransformer):
@@ -104,15 +90,8 @@ def add_attention_hooks(backbone, singular_values=False):
 
 
 def interior_windows(attn, mask):
-    """The attention of the windows that the shift mask leaves whole.
-
-    In a shifted block the windows on the bottom and right edges mix
-    regions of the rolled map, and their attention is cut by the mask. The
-    static matrix gets the mask again at run time (``softmax(S + mask)``
-    renormalises what it allows), so its init is the mean over the whole
-    windows only, and the difference metric then measures how attention
-    varies across images, not across mask patterns. If no window is whole
-    (a map of a single window), all windows are used.
+    """The attention of the windows the shift mask leaves whole (all of
+    them if none is).
 
     Args:
         attn (Tensor): ``(B * nW, h, N, N)``.
@@ -145,8 +124,7 @@ def build_loader(cfg, split, batch_size):
 
 
 def build_preprocessor(cfg):
-    """The model's data preprocessor (mmpretrain configs keep it at the
-    top level)."""
+    """The model's data preprocessor (top-level in mmpretrain configs)."""
     dp = copy.deepcopy(cfg.model.get('data_preprocessor') or
                        cfg.get('data_preprocessor') or {})
     dp.setdefault('type', 'mmpretrain.ClsDataPreprocessor')
@@ -157,21 +135,19 @@ def build_preprocessor(cfg):
 @torch.no_grad()
 def collect_attention(cfg, backbone, num_images, split='train',
                       batch_size=8, singular_values=False):
-    """Run ``backbone`` over ``num_images`` images of the config's
-    ``split`` and gather attention statistics, with a progress bar.
+    """Gather attention statistics of ``backbone`` over ``num_images``
+    images of the config's ``split`` (with its own pipeline).
 
     Args:
         cfg (Config): the config (its dataloader and data preprocessor).
         backbone (nn.Module): the host backbone.
         num_images (int): images to use (fewer if the split is smaller).
-        split (str): ``'train'``, ``'val'`` or ``'test'``; the split's own
-            pipeline is used.
+        split (str): ``'train'``, ``'val'`` or ``'test'``.
         batch_size (int): images per forward.
         singular_values (bool): also record singular values.
 
     Returns:
-        tuple[dict, int]: ``{name: AttentionStats}`` and the number of
-        images seen.
+        tuple[dict, int]: ``{name: AttentionStats}`` and the images seen.
     """
     loader = build_loader(cfg, split, batch_size)
     preprocessor = build_preprocessor(cfg)
@@ -197,12 +173,9 @@ def collect_attention(cfg, backbone, num_images, split='train',
 
 
 def dgssa_checkpoint(backbone, stats, meta=None):
-    """A checkpoint of the host with the dynamic-guided static logits
-    ``log(mean attention)`` of every attention layer.
-
-    Returns:
-        dict: ``{'state_dict': {'backbone.' + name: tensor}, 'meta': ...}``.
-    """
+    """The host's checkpoint with ``static_logits = log(mean attention)`` in
+    every attention layer: ``{'state_dict': {'backbone.' + name: tensor},
+    'meta': meta}``."""
     state = backbone.state_dict()
     for name, st in stats.items():
         state[f'{name}.static_logits'] = attention_to_logits(st.mean)

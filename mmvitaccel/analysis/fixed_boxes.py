@@ -1,23 +1,6 @@
 # Copyright (c) mmvitaccel contributors. All rights reserved.
-"""A fixed test-time workload for two-stage detectors, for speed ratios.
-
-With random weights a detector's heads do not do a fixed amount of work:
-how many proposals survive the RPN's NMS, where the cascade stages move the
-boxes and how large the final boxes are (RoIAlign samples adaptively, mask
-pasting covers each box) all follow the weights, so two detectors that
-differ only in the backbone still differ in their heads' work, and one
-baseline ran 10.1 s per image in one run and 15.3 s in another
-(docs/benchmarks.md).
-
-:func:`fix_detector_boxes` gives every image the same ``num`` proposals of
-one size, laid on a grid, and makes every RoI stage keep its input boxes
-(identity box decoding). The RPN's convolutions, the neck, all RoI heads,
-RoIAlign, NMS (over ``num`` boxes times the classes) and the mask pasting
-still run, on the same boxes for every model. With an NMS that suppresses
-nothing (``iou_threshold=1.0``) and no score threshold, the detector keeps
-``max_per_img`` of them, all of one size, so the mask work is fixed too.
-Two detectors so fixed differ in their backbones alone.
-"""
+"""A fixed test-time workload for two-stage detectors, so that two
+detectors' speeds differ by their backbones alone (``docs/benchmarks.md``)."""
 import math
 import types
 
@@ -25,8 +8,7 @@ import torch
 
 __all__ = ['grid_boxes', 'fix_detector_boxes', 'FIXED_WORK_OPTIONS']
 
-#: test-time options that keep every fixed box to the end: no suppression,
-#: no score threshold (``max_per_img`` detections remain)
+#: test-time options that keep every fixed box: no NMS, no score threshold
 FIXED_WORK_OPTIONS = {
     'model.test_cfg.rcnn.score_thr': 0.0,
     'model.test_cfg.rcnn.nms.iou_threshold': 1.0,
@@ -34,8 +16,7 @@ FIXED_WORK_OPTIONS = {
 
 
 def grid_boxes(num, size, height, width):
-    """``num`` boxes of ``size x size`` pixels on a regular grid over an
-    image, row by row.
+    """``num`` boxes of ``size x size`` pixels on a grid, row by row.
 
     Args:
         num (int): number of boxes, >= 1.
@@ -44,7 +25,7 @@ def grid_boxes(num, size, height, width):
         width (int): image width.
 
     Returns:
-        Tensor: ``(num, 4)`` float boxes ``(x1, y1, x2, y2)``.
+        Tensor: ``(num, 4)`` boxes ``(x1, y1, x2, y2)``.
     """
     if num < 1:
         raise ValueError(f'num must be >= 1, got {num}')
@@ -61,8 +42,7 @@ def grid_boxes(num, size, height, width):
 
 
 def _fixed_proposals(self, *outs, batch_img_metas, **kwargs):
-    """``rpn_head.predict_by_feat`` replaced: the same grid for every
-    image (the RPN's forward has run)."""
+    """``rpn_head.predict_by_feat``: the same grid for every image."""
     from mmengine.structures import InstanceData
     results = []
     for meta in batch_img_metas:
@@ -78,20 +58,18 @@ def _fixed_proposals(self, *outs, batch_img_metas, **kwargs):
 
 
 def _keep_boxes(bboxes, pred_bboxes, max_shape=None, **kwargs):
-    """``bbox_coder.decode`` replaced: each box stays where it is (mmdet
-    calls it with ``bboxes`` and ``pred_bboxes`` of one shape)."""
+    """``bbox_coder.decode``: every box stays where it is."""
     return bboxes.clone()
 
 
 def fix_detector_boxes(model, num, size=128):
-    """Give a two-stage mmdet detector a fixed test-time workload (module
-    notes), in place.
+    """Give a two-stage mmdet detector a fixed test-time workload, in place:
+    ``num`` grid proposals per image, kept by every RoI stage.
 
     Args:
-        model (nn.Module): an mmdet ``TwoStageDetector`` (Faster/Mask/
-            Cascade R-CNN) with ``rpn_head`` and ``roi_head``.
-        num (int): proposals per image (the RPN's ``max_per_img`` is the
-            natural choice, 1000 in the Cascade configs).
+        model (nn.Module): an mmdet ``TwoStageDetector`` (``rpn_head``,
+            ``roi_head``).
+        num (int): proposals per image (e.g. the RPN's ``max_per_img``).
         size (int): side of every box in input pixels. Defaults to 128.
 
     Returns:

@@ -1,40 +1,7 @@
 # Copyright (c) mmvitaccel contributors. All rights reserved.
-"""One FLOP-counting convention for every model in mmvitaccel.
-
-The convention, used by every number this project reports:
-
-* FLOPs are counted by :class:`mmengine.analysis.FlopAnalyzer`, which traces
-  the model with ``torch.jit`` and counts **one multiply-add as one FLOP**
-  for matrix products and convolutions. Element-wise ops, activations,
-  softmax, pooling with ``max`` etc. count zero; normalisation layers count
-  what mmengine's handles say (``layer_norm``/``group_norm`` ``5 * numel``
-  with affine parameters, eval ``batch_norm`` ``2 * numel``).
-* The model runs in eval mode under ``torch.no_grad()`` (with gradients on
-  torch < 2.2, see below).
-* Handles are added for ops that mmengine 0.10.7 misses but that carry real
-  matrix-multiply work on torch >= 2 (see :data:`EXTRA_FLOP_HANDLES`):
-  ``aten::scaled_dot_product_attention`` (used by mmpretrain's attention),
-  ``aten::baddbmm`` (``nn.MultiheadAttention`` with a mask), an exact,
-  integer ``aten::einsum``, and 1-d/3-d adaptive average pooling counted
-  like mmengine's 2-d one (video heads). The PyTorch fast path of
-  ``nn.MultiheadAttention`` (``aten::_native_multi_head_attention``, taken in
-  eval mode under ``no_grad``) is switched off while counting so that the
-  projections and the attention are counted like the regular path; torch
-  < 2.2 has no switch for it, so there the count runs with gradients on,
-  which keeps the module off the fast path as well.
-* For adaptive models whose token count depends on the content, the FLOPs of
-  a model are the **mean over the given inputs** of the analyzer's total
-  (:func:`average_flops`).
-
-Ops that are neither counted nor known to be free are reported in
-``FlopCount.unsupported_ops`` instead of being logged as warnings (mmcv
-ops such as ``RoIAlign``/``NMS`` appear there as ``prim::PythonOp.*``).
-
-Caveats of the jit-trace analyzer: work whose result is not returned is
-dropped from the graph, so :func:`count_flops` returns every output tensor
-(data samples included); mmengine's ``aten::matmul`` handle counts
-``prod(a.shape) * b.shape[-1]``, which under-counts when ``a`` is the
-broadcast operand (not the case in the attention of mmpretrain models).
+"""One FLOP-counting convention for every model in mmvitaccel: mmengine's
+``FlopAnalyzer`` (one multiply-add is one FLOP) with the handles below, in
+eval mode, averaged over inputs for adaptive models (``docs/benchmarks.md``).
 """
 import contextlib
 import typing
@@ -63,25 +30,18 @@ def _prod(xs: Iterable[int]) -> int:
 
 
 def sdpa_flop_jit(inputs: List[Any], outputs: List[Any]) -> int:
-    """FLOPs of ``aten::scaled_dot_product_attention``.
+    """FLOPs of ``aten::scaled_dot_product_attention``, as for the explicit
+    ``softmax(q k^T * scale) v`` (two matmuls; the rest free)::
 
-    Counts exactly what the analyzer counts for the explicit form
-    ``softmax(q @ k.transpose(-2, -1) * scale) @ v``: two matmuls, the scaling,
-    softmax, mask and dropout being free. With ``q: (*B, Lq, E)``,
-    ``k: (*Bk, Lk, E)``, ``v: (*Bv, Lk, Ev)`` and output ``(*Bo, Lq, Ev)``::
+        flops = prod(Bo) * Lq * Lk * (E + Ev)
 
-        flops = prod(Bo) * Lq * Lk * E + prod(Bo) * Lq * Lk * Ev
-
-    ``Bo`` is the broadcast batch shape (with ``enable_gqa`` the head count
-    of ``q``), read from the traced output so that broadcasting and
-    grouped-query attention are counted as if ``k``/``v`` were expanded.
+    with ``q (*B, Lq, E)``, ``k (*Bk, Lk, E)``, ``v (*Bv, Lk, Ev)`` and the
+    output's broadcast batch ``Bo`` (GQA counted as if expanded).
 
     Args:
-        inputs (list[torch._C.Value]): Jit inputs of the node
-            ``(query, key, value, attn_mask, dropout_p, is_causal, scale,
-            enable_gqa)``.
-        outputs (list[torch._C.Value]): Jit outputs; ``outputs[0]`` is the
-            attention result of shape ``(*Bo, Lq, Ev)``.
+        inputs (list[torch._C.Value]): Jit inputs ``(query, key, value,
+            attn_mask, dropout_p, is_causal, scale, enable_gqa)``.
+        outputs (list[torch._C.Value]): Jit outputs, ``(*Bo, Lq, Ev)``.
 
     Returns:
         int: The number of multiply-adds.
@@ -101,13 +61,11 @@ def sdpa_flop_jit(inputs: List[Any], outputs: List[Any]) -> int:
 
 
 def baddbmm_flop_jit(inputs: List[Any], outputs: List[Any]) -> int:
-    """FLOPs of ``aten::baddbmm(input, batch1, batch2)``, counted as the
-    ``bmm`` of ``batch1: (B, N, K)`` and ``batch2: (B, K, M)``, i.e.
-    ``B * N * K * M``; the addition of ``input`` is free.
+    """FLOPs of ``aten::baddbmm(input, batch1, batch2)``: the ``bmm`` of
+    ``(B, N, K)`` and ``(B, K, M)``, ``B * N * K * M``; the add is free.
 
     Args:
-        inputs (list[torch._C.Value]): Jit inputs
-            ``(input, batch1, batch2, beta, alpha)``.
+        inputs (list[torch._C.Value]): ``(input, batch1, batch2, ...)``.
         outputs (list[torch._C.Value]): Jit outputs (unused).
 
     Returns:
@@ -119,14 +77,11 @@ def baddbmm_flop_jit(inputs: List[Any], outputs: List[Any]) -> int:
 
 
 def einsum_exact_flop_jit(inputs: List[Any], outputs: List[Any]) -> int:
-    """FLOPs of ``aten::einsum`` with one or two operands: the product of the
-    sizes of all distinct indices, which is the exact multiply-add count of
-    the contraction (zero when no index is summed over) (mmengine's handle goes through ``np.einsum_path`` and
-    returns a rounded float). Three or more operands fall back to mmengine.
+    """Exact FLOPs of ``aten::einsum`` with one or two operands: the product
+    of all index sizes (0 when nothing is summed); more operands: mmengine's.
 
     Args:
-        inputs (list[torch._C.Value]): Jit inputs ``(equation, operands,
-            path)``; ``operands`` is a ``prim::ListConstruct`` of tensors.
+        inputs (list[torch._C.Value]): ``(equation, operands, path)``.
         outputs (list[torch._C.Value]): Jit outputs.
 
     Returns:
@@ -147,8 +102,7 @@ def einsum_exact_flop_jit(inputs: List[Any], outputs: List[Any]) -> int:
         letters = ''.join(lhs)
         out = ''.join(c for c in sizes if letters.count(c) == 1)
     if set(sizes) <= set(out):
-        # nothing is summed: a permutation or an elementwise product, free by
-        # the convention (like aten::permute and aten::mul)
+        # nothing summed (a permutation or an elementwise product): free
         return 0
     return _prod(sizes.values())
 
@@ -163,9 +117,8 @@ EXTRA_FLOP_HANDLES = {
     'aten::adaptive_avg_pool3d': elementwise_flop_counter(1, 0),
 }
 
-#: Ops that are free by the convention (element-wise, activations, softmax,
-#: reductions, comparisons, shape ops). They are set to ``None`` on the
-#: analyzer so that they are not reported as unsupported.
+#: Ops free by the convention (element-wise, softmax, reductions, shape ops),
+#: set to ``None`` so that they are not reported as unsupported.
 ZERO_FLOP_OPS = (
     'aten::add', 'aten::add_', 'aten::sub', 'aten::sub_', 'aten::rsub',
     'aten::mul', 'aten::mul_', 'aten::div', 'aten::div_', 'aten::neg',
@@ -198,11 +151,10 @@ class FlopCount(NamedTuple):
 
     Attributes:
         total (int): FLOPs (multiply-adds) of the whole forward.
-        by_module (dict[str, int]): FLOPs per (sub)module name; ``''`` is the
-            root module.
+        by_module (dict[str, int]): FLOPs per module name (``''``: root).
         by_operator (dict[str, int]): FLOPs per operator, e.g. ``linear``.
-        unsupported_ops (dict[str, int]): Ops met in the trace that count
-            zero without being known to be free, with their occurrences.
+        unsupported_ops (dict[str, int]): ops counted zero without being
+            known to be free, with their occurrences.
     """
     total: int
     by_module: Dict[str, int]
@@ -217,8 +169,7 @@ class AverageFlopCount(NamedTuple):
         mean (float): Mean over the inputs of the total FLOPs.
         per_input (list[int]): Total FLOPs of each input.
         by_module (dict[str, float]): Mean FLOPs per module name.
-        unsupported_ops (dict[str, int]): Union of the unsupported ops seen,
-            with occurrences summed over the inputs.
+        unsupported_ops (dict[str, int]): their union, occurrences summed.
     """
     mean: float
     per_input: List[int]
@@ -230,14 +181,8 @@ Inputs = Union[torch.Tensor, Tuple[Any, ...]]
 
 
 def _tensors_only(out: Any) -> Tuple[torch.Tensor, ...]:
-    """Flatten nested outputs to a tuple of tensors.
-
-    The tracer rejects outputs such as ``None`` or data samples, and drops
-    the ops whose results are not returned, so the tensors inside
-    OpenMMLab data elements (``predict`` mode results) are returned too,
-    except ground truth (``gt_*``, ``ignored_*``), which does not depend on
-    the inputs and which the tracer would reject.
-    """
+    """Nested outputs as a tuple of tensors, data elements' included but
+    ground truth (the tracer drops what is not returned)."""
     if isinstance(out, torch.Tensor):
         return (out, )
     if isinstance(out, BaseDataElement):
@@ -253,15 +198,8 @@ def _tensors_only(out: Any) -> Tuple[torch.Tensor, ...]:
 
 @contextlib.contextmanager
 def _counting_mode(model: nn.Module, forward_kwargs: Optional[dict]):
-    """Eval mode, no_grad, MHA fast path off, and ``forward`` patched on the
-    instance to take ``forward_kwargs`` and return only tensors; everything
-    is restored on exit.
-
-    torch < 2.2 has no switch for the fast path (``torch.backends.mha``),
-    which ``nn.MultiheadAttention`` takes only while no gradient is
-    recorded; there the count runs with gradients enabled instead of
-    ``no_grad``, so the counted ops are the same.
-    """
+    """Eval mode, ``no_grad`` (torch < 2.2: grad), MHA fast path off, and
+    ``forward`` returning tensors only; all restored on exit."""
     was_training = model.training
     mha = getattr(torch.backends, 'mha', None)
     fastpath = mha.get_fastpath_enabled() if mha is not None else None
@@ -290,19 +228,16 @@ def _counting_mode(model: nn.Module, forward_kwargs: Optional[dict]):
 
 
 def build_flop_analyzer(model: nn.Module, inputs: Inputs) -> FlopAnalyzer:
-    """An mmengine :class:`FlopAnalyzer` with this project's handles.
-
-    The caller is responsible for eval mode / ``no_grad`` (prefer
-    :func:`count_flops`, which does both).
+    """An mmengine :class:`FlopAnalyzer` with this project's handles and
+    no warnings (eval mode and ``no_grad`` are the caller's: prefer
+    :func:`count_flops`).
 
     Args:
         model (nn.Module): The model to trace.
-        inputs (Tensor | tuple): Positional inputs of ``model.forward``, e.g.
-            an image batch of shape ``(B, 3, H, W)``.
+        inputs (Tensor | tuple): Positional inputs of ``model.forward``.
 
     Returns:
-        FlopAnalyzer: The analyzer, with mmengine's warnings switched off
-        (unsupported ops are available from ``.unsupported_ops()``).
+        FlopAnalyzer: The analyzer (``.unsupported_ops()`` lists the rest).
     """
     analyzer = FlopAnalyzer(model, inputs)
     analyzer.set_op_handle(**EXTRA_FLOP_HANDLES)
@@ -319,18 +254,14 @@ def count_flops(model: nn.Module,
     """Count the FLOPs of one forward of ``model`` by the project convention.
 
     Args:
-        model (nn.Module): The model; it is put in eval mode while counting
-            and its training flag is restored afterwards.
-        inputs (Tensor | tuple): Positional inputs of ``model.forward``: a
-            tensor such as an image batch ``(B, 3, H, W)`` or a video batch
-            ``(B, C, T, H, W)``, or a tuple of them.
-        forward_kwargs (dict, optional): Extra keyword arguments for
-            ``model.forward``, e.g. ``dict(data_samples=..., mode='tensor')``
-            for an OpenMMLab model. They are constants of the trace.
+        model (nn.Module): The model (training flag restored afterwards).
+        inputs (Tensor | tuple): Positional inputs of ``model.forward``, e.g.
+            ``(B, 3, H, W)`` or ``(B, C, T, H, W)``.
+        forward_kwargs (dict, optional): Extra keyword arguments of
+            ``model.forward`` (constants of the trace), e.g. ``mode='tensor'``.
 
     Returns:
-        FlopCount: ``(total, by_module, by_operator, unsupported_ops)``.
-        ``total`` covers the whole batch: feed ``B = 1`` for per-image FLOPs.
+        FlopCount: ``total`` covers the whole batch (``B = 1``: per image).
     """
     if isinstance(inputs, list):
         inputs = tuple(inputs)
@@ -347,18 +278,15 @@ def average_flops(model: nn.Module,
                   samples: Iterable[Union[Inputs, dict]],
                   forward_kwargs: Optional[dict] = None,
                   progress: bool = False) -> AverageFlopCount:
-    """Mean FLOPs over several real inputs, for adaptive models whose token
-    counts depend on the content.
+    """Mean FLOPs over several real inputs (token counts that depend on the
+    content).
 
     Args:
         model (nn.Module): The model.
-        samples (Iterable): One forward's inputs per item: a tensor (e.g.
-            ``(1, 3, H, W)``), a tuple of tensors, or a dict such as the output
-            of an OpenMMLab data preprocessor, ``{'inputs': Tensor,
-            'data_samples': [...]}``, whose ``'inputs'`` is positional and
-            whose other keys are keyword arguments of ``model.forward``.
-        forward_kwargs (dict, optional): Keyword arguments shared by every
-            forward, e.g. ``dict(mode='tensor')``.
+        samples (Iterable): One forward's inputs per item: a tensor, a tuple
+            of tensors, or a data preprocessor's dict (``'inputs'``
+            positional, the other keys keyword arguments).
+        forward_kwargs (dict, optional): Keyword arguments of every forward.
         progress (bool): Show a tqdm progress bar. Defaults to False.
 
     Returns:
@@ -393,15 +321,11 @@ def average_flops(model: nn.Module,
 
 
 def count_params(module: nn.Module, trainable_only: bool = False) -> int:
-    """Number of parameters of a module, shared parameters counted once.
+    """Number of parameter elements of a module, shared ones counted once.
 
     Args:
         module (nn.Module): The module.
-        trainable_only (bool): Count only parameters with
-            ``requires_grad=True``. Defaults to False.
-
-    Returns:
-        int: The number of parameter elements.
+        trainable_only (bool): Count only ``requires_grad`` parameters.
     """
     return sum(p.numel() for p in module.parameters()
                if p.requires_grad or not trainable_only)

@@ -1,21 +1,5 @@
 """Where a backward pass grows the gradient: per-operation and per-module
-gradient magnitudes of one loss.
-
-``tools/analysis/grad_path.py`` is the command. :func:`trace_backward` runs
-one forward under autograd's anomaly mode (so that every backward node
-remembers the source line that made it) and one backward with hooks on
-
-* every node of the graph: the largest absolute gradient arriving at it
-  (``grad_in``, from the loss side) and leaving it (``grad_out``, towards
-  the inputs), in the order the nodes run;
-* every named module's output: the largest absolute gradient reaching it.
-
-An operation whose backward multiplies the gradient by orders of magnitude
-(``gain = grad_out / grad_in``) is where an explosion starts;
-:func:`amplifiers` lists them, first in backward order first.
-``docs/token_pruning_design.md`` ("Why AS-ViT's gradients exploded") is what
-this found on the study's AS-ViT.
-"""
+gradient magnitudes of one loss (``tools/analysis/grad_path.py``)."""
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence
 
@@ -33,7 +17,7 @@ class BackwardStep:
         order (int): its position in the backward pass (0 runs first).
         op (str): the node's name, e.g. ``'MulBackward0'``.
         source (str): the innermost forward frames in ``packages`` that made
-            it, ``file:line in function``, innermost last.
+            it, ``file:line in function``.
         grad_in (float): the largest ``|gradient|`` arriving at it.
         grad_out (float): the largest ``|gradient|`` it passes on.
     """
@@ -66,8 +50,7 @@ class GradientTrace:
 
     @property
     def total_norm(self):
-        """``||grad||_2`` over all parameters (what a grad-norm log
-        reports before clipping)."""
+        """``||grad||_2`` over all parameters (before clipping)."""
         return sum(v**2 for v in self.params.values())**0.5
 
 
@@ -96,14 +79,14 @@ def trace_backward(model: nn.Module,
                    packages: Sequence[str] = ('mmvitaccel', 'mmpretrain',
                                               'mmcv', 'mmengine'),
                    ) -> GradientTrace:
-    """One forward and backward with gradient hooks everywhere.
+    """One forward (under anomaly mode, so that each backward node knows
+    its source line) and backward with gradient hooks on every node and
+    every module output.
 
     Args:
-        model (nn.Module): the model whose modules and parameters are
-            watched (its gradients are overwritten).
+        model (nn.Module): the watched model (its gradients are overwritten).
         loss_fn (callable): runs the forward and returns the scalar loss.
-        packages (Sequence[str]): path parts that mark the frames a node's
-            ``source`` names.
+        packages (Sequence[str]): path parts of the frames ``source`` names.
 
     Returns:
         GradientTrace: the per-node, per-module and per-parameter records.
@@ -138,8 +121,7 @@ def trace_backward(model: nn.Module,
         seen.add(node)
 
         def hook(grad_inputs, grad_outputs, node=node):
-            # a node hook's grad_outputs arrive from the loss side, its
-            # grad_inputs leave towards the node's inputs
+            # grad_outputs arrive from the loss side, grad_inputs leave
             steps.append(BackwardStep(len(steps), node.name(),
                                       _frames(node, packages),
                                       _largest(grad_outputs),
@@ -155,9 +137,8 @@ def trace_backward(model: nn.Module,
 
 def amplifiers(trace: GradientTrace, gain: float = 100.,
                floor: float = 1.) -> List[BackwardStep]:
-    """The operations whose backward multiplies the gradient by at least
-    ``gain`` and passes on more than ``floor``, first in backward order
-    first.
+    """The operations whose backward gain ``grad_out / grad_in`` is at
+    least ``gain`` with ``grad_out > floor``, in backward order.
 
     Args:
         trace (GradientTrace): from :func:`trace_backward`.

@@ -1,15 +1,6 @@
 # Copyright (c) mmvitaccel contributors. All rights reserved.
-"""Interleaved speed benchmark.
-
-Timing two models one after the other lets machine noise (other processes,
-thermal or frequency changes) hit one more than the other. Here the callables
-run round by round in alternation, ``A, B, A, B, ...``, every round times
-``iters_per_round`` calls of each, and the speed-up is taken from the
-per-round ratios of throughputs, so that a slow phase of the machine slows
-both sides of a ratio.
-
-:func:`interleaved_benchmark` only needs callables; the inputs of OpenMMLab
-models come from :mod:`mmvitaccel.apis.harness`.
+"""Interleaved speed benchmark: callables alternate round by round, and a
+speed-up is the median of per-round throughput ratios (docs/benchmarks.md).
 """
 import json
 import os
@@ -61,18 +52,15 @@ class BenchmarkResult:
     """Result of :func:`interleaved_benchmark`.
 
     Attributes:
-        names (list[str]): Names of the benchmarked callables, in run order.
+        names (list[str]): Names of the callables, in run order.
         baseline (str): Name that the ratios are relative to.
-        throughput (dict[str, list[float]]): Items (images) per second of
-            each name in each round.
+        throughput (dict[str, list[float]]): Items per second, per round.
         median (dict[str, float]): Median of ``throughput`` per name.
-        ratios (dict[str, list[float]]): Per-round ``throughput[name] /
-            throughput[baseline]`` for every name but the baseline.
+        ratios (dict[str, list[float]]): Per-round ratios to the baseline.
         speedup (dict[str, RatioStats]): Summary of ``ratios`` per name.
-        order (list[str]): The names in the order in which the timed
-            (non warm-up) calls ran, one entry per timed block.
+        order (list[str]): The names of the timed blocks, in run order.
         settings (dict): Rounds, iterations, warm-up, items per call and
-            anything the caller adds (threads, shapes, configs).
+            the caller's entries.
     """
     names: List[str]
     baseline: str
@@ -133,28 +121,20 @@ def default_num_threads() -> int:
 
 
 def torch_op_profile(fn: Callable[[], Any], runs: int = 10) -> Dict:
-    """Where eager PyTorch spends a call's time: self CPU time by operator.
+    """Self CPU time of eager PyTorch by operator, for one call of ``fn``.
 
-    Calls ``fn`` once untimed, ``runs`` times timed without a profiler
-    (``seconds_per_call``), then ``runs`` times under ``torch.profiler``,
-    and sums each operator's self time (its own work, not its children's).
-    What the operators do not cover of a call,
-    ``1 - op_seconds_per_call / seconds_per_call``, is time outside them:
-    Python, dispatch and the profiler's own cost. For the matrix products
-    and convolutions the profiler also counts the work; it is given here
-    in multiply-adds (our FLOP convention, half the profiler's FLOPs), so
-    that ``macs / seconds`` is the throughput each operator reached.
+    One untimed call, ``runs`` timed (``seconds_per_call``), ``runs``
+    profiled; ``1 - op_seconds_per_call / seconds_per_call`` is the time
+    outside operators (Python, dispatch, profiler). ``macs`` are our
+    multiply-adds (half the profiler's FLOPs).
 
     Args:
-        fn (Callable): one call of the model, e.g. a backbone on a fixed
-            input under ``no_grad``.
+        fn (Callable): one call of the model.
         runs (int): timed and profiled calls. Defaults to 10.
 
     Returns:
-        dict: ``{'seconds_per_call', 'op_seconds_per_call',
-        'ops': [(op, seconds, share, calls, macs)]}``, the operators by
-        falling self time; seconds, calls and multiply-adds (0 where not
-        counted) per call, shares of the operators' total.
+        dict: ``{'seconds_per_call', 'op_seconds_per_call', 'ops': [(op,
+        seconds, share, calls, macs)]}``, by falling self time, per call.
     """
     from torch.profiler import ProfilerActivity, profile
     if runs < 1:
@@ -189,27 +169,21 @@ def interleaved_benchmark(fns: Dict[str, Callable[[], Any]],
                           settings: Optional[dict] = None) -> BenchmarkResult:
     """Time callables in alternation and compare their throughputs.
 
-    Every callable is first called ``warmup`` times (also alternating). Then
-    each of ``rounds`` rounds runs, for each callable in the order of
-    ``fns``, a block of ``iters_per_round`` calls timed as a whole; a
-    block's throughput is ``iters_per_round * items_per_call / seconds``.
-    With two callables A, B the timed blocks run A, B, A, B, ...
+    After ``warmup`` untimed calls each, every round times a block of
+    ``iters_per_round`` calls per callable, in the order of ``fns``;
+    throughput ``= iters_per_round * items_per_call / seconds``.
 
     Args:
         fns (dict[str, Callable[[], Any]]): Name -> callable without
-            arguments (e.g. a closure running one batch of a model).
+            arguments (e.g. one batch of a model).
         rounds (int): Number of rounds. Defaults to 10.
         iters_per_round (int): Calls per callable and round. Defaults to 5.
-        warmup (int): Untimed calls per callable before the rounds.
-            Defaults to 2.
-        items_per_call (int): Items (images, clips) processed per call, i.e.
-            the batch size. Defaults to 1.
-        baseline (str, optional): Name that ratios are relative to.
-            Defaults to the first name of ``fns``.
-        clock (Callable[[], float]): Time source in seconds. Defaults to
-            :func:`time.perf_counter`; inject a fake one in tests.
-        sync (Callable[[], None], optional): Called after each block before
-            reading the clock, e.g. ``torch.cuda.synchronize``.
+        warmup (int): Untimed calls per callable. Defaults to 2.
+        items_per_call (int): Items (images, clips) per call: the batch.
+        baseline (str, optional): Name the ratios are relative to (first).
+        clock (Callable[[], float]): Time source in seconds (fake in tests).
+        sync (Callable[[], None], optional): Called after each block, e.g.
+            ``torch.cuda.synchronize``.
         progress (bool): Show a tqdm bar over rounds. Defaults to False.
         settings (dict, optional): Extra entries for ``result.settings``.
 

@@ -1,13 +1,7 @@
 """What the tools share: config loading and runner launch (:mod:`.launch`),
-the model/data harness of the analysis tools (:mod:`.harness`), export
-and compilation (:mod:`.deploy`). The switch is :mod:`mmvitaccel.switch`.
-
-:mod:`mmvitaccel.apis.launch` is what ``tools/train.py`` and
-``tools/test.py`` do with their command line; :mod:`mmvitaccel.apis.harness`
-builds a config's model and its inputs for the analysis tools. Both modules
-have a ``load_config`` (the first takes parsed arguments, the second a path
-and ``tiny``), so neither is exported here: import it from its module.
-"""
+the analysis tools' model/data harness (:mod:`.harness`), deployment
+(:mod:`.deploy`). Both :mod:`.launch` and :mod:`.harness` have a
+``load_config``: import it from its module."""
 from mmvitaccel.apis.harness import (DEFAULT_SHAPES, TOOLBOXES, backbone_input,
                                      build_model, dummy_data_batch,
                                      parse_shape, real_data_batches,

@@ -1,10 +1,5 @@
-"""Before a runner starts: the dataset files a config reads are there.
-
-Without this, ``tools/train.py`` on a machine without COCO ends, after the
-model is built, in a long traceback from the dataset's loader. Our tools
-read the config's dataset and evaluator paths first (:func:`data_paths`)
-and refuse a missing one in one line (:func:`missing_data_message`).
-"""
+"""Before a runner starts: refuse, in one line, a config whose dataset files
+are missing (rather than a traceback from the dataset's loader)."""
 import os.path as osp
 
 __all__ = ['DATASETS_DOC', 'data_paths', 'missing_data_message']
@@ -20,31 +15,22 @@ _READS = {
 
 
 def _local(path):
-    """Args: path (str). Returns: bool: a path on this machine (not a URL
-    or a storage backend's prefix such as ``s3://``)."""
+    """Whether ``path`` is local (not a URL or an ``s3://``-like prefix)."""
     return isinstance(path, str) and bool(path) and '://' not in path
 
 
 def _joined(root, path):
-    """Args: root (str): a ``data_root`` ('' for none). path (str).
-    Returns: str: ``path`` under ``root`` unless absolute, as the
-    toolboxes' datasets join them."""
+    """``path`` under ``root`` unless absolute, as the datasets join them."""
     return path if not root or osp.isabs(path) else osp.join(root, path)
 
 
 def _dataset_paths(dataset, key):
-    """The paths one dataset config reads, wrappers followed.
+    """The ``(config key, path)`` pairs one dataset config reads, wrappers
+    followed: ``data_root``, then ``ann_file`` and ``data_prefix`` entries.
 
     Args:
-        dataset (dict): a dataset config (``RepeatDataset``,
-            ``ConcatDataset`` and the like wrap others in ``dataset`` or
-            ``datasets``).
-        key (str): its key in the config, e.g.
-            ``'train_dataloader.dataset'``.
-
-    Yields:
-        tuple[str, str]: ``(config key, path)``: ``data_root`` first, then
-        ``ann_file`` and every ``data_prefix`` entry joined to it.
+        dataset (dict): a dataset config (wrappers hold ``dataset(s)``).
+        key (str): its key in the config, e.g. ``'train_dataloader.dataset'``.
     """
     if not isinstance(dataset, dict):
         return
@@ -79,12 +65,10 @@ def data_paths(cfg, run='train'):
 
     Args:
         cfg (mmengine.Config): the config a tool is about to run.
-        run (str): ``'train'`` (train and val loaders, val evaluator) or
-            ``'test'`` (test loader and evaluator).
+        run (str): ``'train'`` (train, val loaders; val evaluator), ``'test'``.
 
     Returns:
-        list[tuple[str, str]]: ``(config key, path)`` pairs, e.g.
-        ``('train_dataloader.dataset.data_root', 'data/coco/')``.
+        list[tuple[str, str]]: ``(config key, path)`` pairs.
     """
     found = []
     for name in _READS[run]:
@@ -110,10 +94,6 @@ def missing_data_message(cfg, run='train', tool='train.py'):
         cfg (mmengine.Config): the config to run.
         run (str): ``'train'`` or ``'test'`` (see :func:`data_paths`).
         tool (str): the tool, as the message names it.
-
-    Returns:
-        str | None: names the path, the key that sets it, the docs section
-        on preparing the dataset and ``--tiny``; None if every path exists.
     """
     for key, path in data_paths(cfg, run):
         if not osp.exists(path):

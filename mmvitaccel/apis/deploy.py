@@ -1,18 +1,7 @@
 # Copyright (c) mmvitaccel contributors. All rights reserved.
-"""Deployment: what a config's model computes, exported to ONNX or compiled.
-
-:class:`TensorModule` is the part of an OpenMMLab model that is deployed:
-``model(inputs, mode='tensor')`` for classifiers (backbone, neck, head; no
-teacher, no data preprocessor), the same for video recognizers (backbone,
-neck and classification head on one clip), and ``model.extract_feat`` for
-detectors and segmentors (backbone plus neck, the features a user's own
-heads take).
-:func:`export_onnx` writes it with ``torch.onnx.export(..., dynamo=True)``
-(``torch.export`` then onnxscript), :func:`onnx_parity` runs the file in
-onnxruntime (CPU) against PyTorch, :func:`compile_parity` compares
-``torch.compile(fullgraph=True)`` with eager mode. ``tools/deployment/``
-holds the command lines; ``docs/deployment.md`` what exports and why.
-"""
+"""Deployment: what a config's model computes (:class:`TensorModule`),
+exported to ONNX or compiled, and compared with eager PyTorch
+(``docs/deployment.md``)."""
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -33,8 +22,7 @@ __all__ = [
 #: toolboxes whose models :class:`TensorModule` exports
 EXPORTED_TOOLBOXES = ('mmpretrain', 'mmaction', 'mmdet', 'mmseg')
 
-#: max |ONNX Runtime - PyTorch| accepted by ``--check`` and the tests
-#: (float32; the graphs differ in operator order and fused kernels)
+#: max |ONNX Runtime - PyTorch| of ``--check`` and the tests (float32)
 ONNX_TOLERANCE = 1e-4
 
 
@@ -42,9 +30,8 @@ class TensorModule(nn.Module):
     """One tensor in, a tuple of tensors out: the deployed part of a model.
 
     Args:
-        model (nn.Module): an mmpretrain classifier, an mmaction2
-            recognizer (backbone, neck, ``cls_head``), or an mmdet detector /
-            mmseg segmentor (its ``extract_feat``).
+        model (nn.Module): an mmpretrain classifier, mmaction2 recognizer,
+            mmdet detector or mmseg segmentor (its ``extract_feat``).
         toolbox (str): one of :data:`EXPORTED_TOOLBOXES`.
     """
 
@@ -60,19 +47,16 @@ class TensorModule(nn.Module):
 
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, ...]:
         """Args:
-            x (Tensor): normalised images ``(B, 3, H, W)`` (the data
-                preprocessor's output), or clips ``(B, 3, T, H, W)`` for
-                video recognizers (one view each).
+            x (Tensor): normalised images ``(B, 3, H, W)``, or clips
+                ``(B, 3, T, H, W)`` (one view each).
 
         Returns:
-            tuple[Tensor]: logits ``(B, num_classes)`` for classifiers and
-            recognizers, the neck's (or backbone's) feature maps otherwise.
+            tuple[Tensor]: logits ``(B, num_classes)``, or feature maps.
         """
         if self.toolbox == 'mmpretrain':
             out = self.model(x, mode='tensor')
         elif self.toolbox == 'mmaction':
-            # upstream's tensor mode stops at the backbone; the head's raw
-            # scores are what a recognizer computes ((B, views=1, ...) in)
+            # upstream's tensor mode stops at the backbone: run the head
             out, _ = self.model.extract_feat(x[:, None], stage='head')
         else:
             out = self.model.extract_feat(x)
@@ -80,12 +64,8 @@ class TensorModule(nn.Module):
 
 
 def python_scalars(model: nn.Module) -> int:
-    """Replace numpy scalars held as module attributes by Python numbers.
-
-    Upstream ViTs keep ``np.linspace`` stochastic-depth rates
-    (``DropPath.drop_prob``, ``np.float64``); Dynamo turns numpy scalars
-    into tensors, so ``if drop_prob == 0.`` becomes a data-dependent branch
-    (a graph break). The values do not change.
+    """Replace numpy scalars held as module attributes by Python numbers
+    (Dynamo would make ``if drop_prob == 0.`` a data-dependent branch).
 
     Args:
         model (nn.Module): changed in place.
@@ -118,12 +98,8 @@ def deploy_module(model: nn.Module,
 
 
 def check_exportable(model: nn.Module, batch_size: int = 1):
-    """Raise a ``ValueError`` naming the option to change when the model's
-    test-time settings cannot be captured in one static graph.
-
-    Token-pruned backbones: ``batch_mode='mean'`` at batch > 1 cuts every
-    image to the batch-mean count, a count read on the host and rounded
-    (no exact graph form); export at batch 1 or with ``batch_mode='pad'``.
+    """Refuse (``ValueError``, naming the option) test-time settings that no
+    static graph holds: ``batch_mode='mean'`` token pruning at batch > 1.
 
     Args:
         model (nn.Module): the model.
@@ -142,13 +118,8 @@ def check_exportable(model: nn.Module, batch_size: int = 1):
 
 
 def clear_shape_caches():
-    """Empty upstream caches that hold tensors by input shape.
-
-    mmaction2's Video Swin builds its shifted-window mask in
-    ``compute_mask``, an ``lru_cache`` keyed by the map size. A mask made
-    while ``torch.export`` traces is a fake tensor: left in the cache, it is
-    what the next eager call, or the next export, at that size gets.
-    """
+    """Empty upstream caches of tensors by input shape (Video Swin's
+    ``compute_mask``), which a ``torch.export`` capture fills with fakes."""
     import sys
     video_swin = sys.modules.get('mmaction.models.backbones.swin')
     if video_swin is not None:
@@ -165,9 +136,8 @@ def export_program(module: nn.Module, x: torch.Tensor, **kwargs):
         clear_shape_caches()
 
 
-#: the range of a dynamic height or width: from 64, so that a stride-32 map
-#: keeps 2 positions a side (a side of 1 would be specialised as a
-#: broadcast, and the capture refused, e.g. PVTv2's last stage)
+#: range of a dynamic height or width: from 64, so that a stride-32 map keeps
+#: 2 positions a side (a side of 1 is specialised as a broadcast)
 DYNAMIC_SIZE_RANGE = (64, 4096)
 
 
@@ -193,11 +163,9 @@ def export_onnx(module: nn.Module,
         shape (Sequence[int]): ``(H, W)`` of the example input
             (``(T, H, W)`` for video).
         out (str): the ``.onnx`` file to write.
-        dynamic (bool): height and width dynamic (the batch stays
-            ``batch_size``), each in :data:`DYNAMIC_SIZE_RANGE`. Defaults to
-            False. A model with a size branch
-            (:func:`~mmvitaccel.apis.size_branches.check_dynamic_size`) is
-            refused before the capture.
+        dynamic (bool): height and width dynamic, in
+            :data:`DYNAMIC_SIZE_RANGE` (a model with a size branch is
+            refused before the capture). Defaults to False.
         batch_size (int): batch of the example input. Defaults to 1.
         opset (int, optional): ONNX opset; the exporter's default if None.
 
@@ -266,15 +234,13 @@ def onnx_parity(module: nn.Module,
     Args:
         module (nn.Module): the exported module.
         onnx_file (str): its ONNX file.
-        shapes (Sequence[Sequence[int]]): ``(H, W)`` (video ``(T, H, W)``)
-            sizes to check.
+        shapes (Sequence[Sequence[int]]): ``(H, W)`` (video ``(T, H, W)``).
         batch_size (int): batch of the inputs. Defaults to 1.
         seed (int): seed of the inputs. Defaults to 0.
 
     Returns:
-        list[dict]: per shape ``{'shape', 'max_abs_diff', 'max_abs_ref',
-        'outputs'}``: the largest difference, the largest ``|output|`` of
-        PyTorch (the scale a rounding bound needs) and the output shapes.
+        list[dict]: per shape ``{'shape', 'max_abs_diff', 'max_abs_ref'
+        (the scale of a rounding bound), 'outputs' (their shapes)}``.
     """
     import onnxruntime as ort
     session = ort.InferenceSession(onnx_file,
@@ -299,22 +265,18 @@ def onnx_op_profile(onnx_file: str,
                     x: torch.Tensor,
                     runs: int = 3,
                     threads: Optional[int] = None) -> Dict:
-    """Where onnxruntime spends its time: kernel time by operator type.
-
-    Runs ``onnx_file`` once untimed, then ``runs`` times with onnxruntime's
-    profiler (``SessionOptions.enable_profiling``) and sums the kernel time
-    of each node by its operator type.
+    """Kernel time of onnxruntime by operator type: one untimed call, then
+    ``runs`` calls under its profiler.
 
     Args:
         onnx_file (str): the exported graph.
         x (Tensor): its input.
         runs (int): profiled calls. Defaults to 3.
-        threads (int, optional): intra-op threads (torch's count by
-            default).
+        threads (int, optional): intra-op threads (default: torch's).
 
     Returns:
         dict: ``{'seconds_per_call', 'ops': [(op_type, seconds, share)]}``,
-        the op types by falling kernel time (seconds over all ``runs``).
+        by falling kernel time (seconds over all ``runs``).
     """
     import json
     import os
@@ -356,9 +318,8 @@ def onnx_op_profile(onnx_file: str,
 
 
 def capture_scalars():
-    """Dynamo keeps ``Tensor.item()`` in the graph (a data-dependent
-    size, as ``torch.export`` does), whatever torch's default: the
-    kept-token count of the mass and threshold selectors."""
+    """Dynamo keeps ``Tensor.item()`` in the graph (a data-dependent size,
+    as in ``torch.export``): the selectors' kept-token counts."""
     return torch._dynamo.config.patch(capture_scalar_outputs=True)
 
 
@@ -367,18 +328,14 @@ def compile_parity(module: nn.Module,
                    backend: str = 'inductor',
                    batch_size: int = 1,
                    seed: int = 0) -> List[Dict]:
-    """``torch.compile(module, fullgraph=True)`` against eager mode.
-
-    ``fullgraph=True`` makes any graph break an error, so a return means
-    the forward compiled as one graph at every shape.
+    """``torch.compile(module, fullgraph=True)`` (a graph break is an error)
+    against eager mode.
 
     Args:
         module (nn.Module): the module, in eval mode.
-        shapes (Sequence[Sequence[int]]): ``(H, W)`` (video ``(T, H, W)``)
-            sizes to run.
-        backend (str): ``torch.compile`` backend (``'inductor'`` needs a
-            C++ compiler on CPU; ``'aot_eager'`` traces the same graph
-            without code generation). Defaults to ``'inductor'``.
+        shapes (Sequence[Sequence[int]]): ``(H, W)`` (video ``(T, H, W)``).
+        backend (str): ``torch.compile`` backend; ``'aot_eager'`` traces the
+            same graph without code generation. Defaults to ``'inductor'``.
         batch_size (int): batch of the inputs. Defaults to 1.
         seed (int): seed of the inputs. Defaults to 0.
 
@@ -387,8 +344,7 @@ def compile_parity(module: nn.Module,
     """
     require_torch(DEPLOY_TORCH, 'torch.compile(fullgraph=True) deployment')
     torch.compiler.reset()  # no cached graphs, no recompile budget used
-    # one static graph per shape: automatic dynamic shapes would retrace
-    # the second shape symbolically (slow, and not what is deployed)
+    # one static graph per shape, as deployed (no symbolic retrace)
     compiled = torch.compile(module, fullgraph=True, backend=backend,
                              dynamic=False)
     g = torch.Generator().manual_seed(seed)

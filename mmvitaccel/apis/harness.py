@@ -1,13 +1,6 @@
 # Copyright (c) mmvitaccel contributors. All rights reserved.
-"""OpenMMLab models and their inputs from configs, for the analysis tools.
-
-The helpers here load a config (optionally through the tiny overlay), build
-its model the way the Runner does and make the inputs of each toolbox's
-models: random backbone tensors, raw data batches with the meta information
-the toolbox reads, or the first samples of the config's test dataloader.
-``tools/analysis/benchmark.py``, ``tools/analysis/get_flops.py`` and
-``tools/visualize_tokens.py`` share them.
-"""
+"""OpenMMLab models and their inputs from configs, for the analysis tools
+(``benchmark.py``, ``get_flops.py``, ``visualize_tokens.py``)."""
 import copy
 from typing import List, Optional, Sequence, Tuple
 
@@ -23,8 +16,7 @@ __all__ = [
 #: Toolboxes the tools know, by the top-level package of the model class.
 TOOLBOXES = ('mmpretrain', 'mmdet', 'mmseg', 'mmaction')
 
-#: Default input shape per toolbox: ``(H, W)`` for images, ``(T, H, W)`` for
-#: video (the backbone then gets ``(N, C, T, H, W)``).
+#: Default input per toolbox: ``(H, W)``, or ``(T, H, W)`` for video.
 DEFAULT_SHAPES = {
     'mmpretrain': (224, 224),
     'mmdet': (800, 1333),
@@ -36,14 +28,12 @@ DEFAULT_SHAPES = {
 def load_config(config: str,
                 cfg_options: Optional[dict] = None,
                 tiny: bool = False):
-    """Load a config file (``mmpretrain::...`` package paths allowed).
+    """Load a config file (``toolbox::`` paths allowed).
 
     Args:
         config (str): Path of the config, or ``toolbox::relative/path.py``.
         cfg_options (dict, optional): Overrides merged into the config.
-        tiny (bool): Apply the tiny overlay
-            (:func:`mmvitaccel.tiny.tinyfy_config`) after the
-            overrides. Defaults to False.
+        tiny (bool): Apply the tiny overlay after the overrides.
 
     Returns:
         mmengine.Config: The config.
@@ -59,20 +49,14 @@ def load_config(config: str,
 def build_model(cfg,
                 checkpoint: Optional[str] = None,
                 device: str = 'cpu') -> nn.Module:
-    """Build ``cfg.model`` in the config's default scope, in eval mode,
-    completed by a top-level ``cfg.data_preprocessor`` as the Runner does.
-
-    SyncBN layers are reverted to BN (they need a process group) and no
-    ``init_weights`` is called, so nothing is downloaded; weights are random
-    unless ``checkpoint`` is given.
+    """Build ``cfg.model`` as the Runner does (default scope, top-level
+    ``data_preprocessor``), SyncBN reverted to BN, without ``init_weights``
+    (no download), in eval mode.
 
     Args:
         cfg (mmengine.Config): The config.
         checkpoint (str, optional): A checkpoint to load. Defaults to None.
         device (str): Device to put the model on. Defaults to ``'cpu'``.
-
-    Returns:
-        nn.Module: The model, in eval mode.
     """
     import mmvitaccel  # registers components
     mmvitaccel.compat.apply()  # the harness is our tools'
@@ -81,12 +65,10 @@ def build_model(cfg,
     scope = cfg.get('default_scope')
     if scope is not None:
         init_default_scope(scope)
-    # copies: a builder may fill in its arguments in place (mmpretrain's
-    # ImageClassifier sets its data preprocessor's type), and the caller's
-    # config must stay as it was (its text is a cache key)
+    # copies: builders fill in arguments in place, and the caller's config
+    # (its text is a cache key) must stay as it was
     model_cfg = copy.deepcopy(cfg.model)
-    # as mmengine's Runner does: a top-level data_preprocessor (e.g.
-    # mmpretrain's, with num_classes) completes the model's
+    # as mmengine's Runner: a top-level data_preprocessor completes the model's
     if cfg.get('data_preprocessor') is not None:
         model_cfg.setdefault('data_preprocessor',
                              copy.deepcopy(cfg.data_preprocessor))
@@ -100,16 +82,12 @@ def build_model(cfg,
 
 
 def toolbox_of(model: nn.Module, cfg=None) -> str:
-    """The OpenMMLab toolbox a model belongs to (one of :data:`TOOLBOXES`),
-    from the packages of its class and base classes, else from the config's
-    ``default_scope``.
+    """The toolbox (of :data:`TOOLBOXES`) of a model's class or bases, else
+    of the config's ``default_scope``.
 
     Args:
         model (nn.Module): The model.
         cfg (mmengine.Config, optional): Its config.
-
-    Returns:
-        str: The toolbox name.
     """
     for klass in type(model).__mro__:
         root = klass.__module__.split('.')[0]
@@ -125,16 +103,12 @@ def toolbox_of(model: nn.Module, cfg=None) -> str:
 def backbone_input(toolbox: str,
                    shape: Sequence[int],
                    batch_size: int = 1) -> torch.Tensor:
-    """A random backbone input: ``(B, 3, H, W)``, or ``(B, 3, T, H, W)``
-    for video.
+    """A random backbone input ``(B, 3, H, W)``, or ``(B, 3, T, H, W)``.
 
     Args:
         toolbox (str): One of :data:`TOOLBOXES`.
         shape (Sequence[int]): ``(H, W)`` or, for video, ``(T, H, W)``.
         batch_size (int): ``B``. Defaults to 1.
-
-    Returns:
-        Tensor: The input.
     """
     return torch.randn(batch_size, 3, *shape)
 
@@ -142,14 +116,12 @@ def backbone_input(toolbox: str,
 def dummy_data_batch(toolbox: str,
                      shape: Sequence[int],
                      batch_size: int = 1) -> dict:
-    """A raw data batch as a test dataloader yields it (before the data
-    preprocessor), with random pixels and the meta information that the
-    toolbox's ``predict``/``tensor`` modes read.
+    """A raw data batch (before the data preprocessor) with random pixels
+    and the meta information the toolbox's ``predict``/``tensor`` modes read.
 
     Args:
         toolbox (str): One of :data:`TOOLBOXES`.
-        shape (Sequence[int]): ``(H, W)``; for mmaction ``(T, H, W)``, one
-            view per sample (inputs ``(1, 3, T, H, W)`` each).
+        shape (Sequence[int]): ``(H, W)``; ``(T, H, W)`` for mmaction.
         batch_size (int): Number of samples. Defaults to 1.
 
     Returns:
@@ -195,19 +167,14 @@ def real_data_batches(cfg,
                       num_images: int,
                       batch_size: int = 1,
                       progress: bool = False) -> List[dict]:
-    """The first ``num_images`` samples of the config's test dataloader,
-    as raw batches of ``batch_size`` (the last one may be smaller).
+    """The first ``num_images`` samples of the config's test dataloader, as
+    raw batches of ``batch_size`` (the last one may be smaller).
 
     Args:
-        cfg (mmengine.Config): The config (its ``test_dataloader`` is used,
-            with ``batch_size`` overridden and no workers).
+        cfg (mmengine.Config): The config.
         num_images (int): Number of samples to take.
         batch_size (int): Samples per batch. Defaults to 1.
         progress (bool): Show a tqdm bar. Defaults to False.
-
-    Returns:
-        list[dict]: Raw data batches ``{'inputs': [...], 'data_samples':
-        [...]}``.
     """
     from mmengine.registry import DefaultScope
     from mmengine.runner import Runner
@@ -240,16 +207,11 @@ def real_data_batches(cfg,
 
 
 def tensor_mode_kwargs(toolbox: str) -> dict:
-    """Keyword arguments of ``model.forward`` that run the whole network
-    without post-processing: ``mode='tensor'``, plus ``stage='head'`` for
-    mmaction recognizers (whose tensor mode stops after the backbone by
-    default).
+    """``model.forward`` keyword arguments that run the whole network
+    without post-processing (with ``stage='head'`` for mmaction).
 
     Args:
         toolbox (str): One of :data:`TOOLBOXES`.
-
-    Returns:
-        dict: The keyword arguments.
     """
     kwargs = dict(mode='tensor')
     if toolbox == 'mmaction':
@@ -262,8 +224,8 @@ def parse_shape(shape: Optional[Sequence[int]],
     """The input shape from ``--shape`` values or the toolbox default.
 
     Args:
-        shape (Sequence[int], optional): ``S`` (square image), ``H W``, or
-            ``T H W`` for video; None for :data:`DEFAULT_SHAPES`.
+        shape (Sequence[int], optional): ``S``, ``H W`` or ``T H W``; None
+            for :data:`DEFAULT_SHAPES`.
         toolbox (str): One of :data:`TOOLBOXES`.
 
     Returns:

@@ -1,8 +1,5 @@
-"""Config handling shared by ``tools/train.py`` and ``tools/test.py``.
-
-It mirrors what the upstream tools of mmpretrain, mmdet, mmseg and mmaction2
-do with their command line, so that one pair of tools serves all four.
-"""
+"""Command-line handling shared by ``tools/train.py`` and ``tools/test.py``,
+as the upstream tools of the four toolboxes do it."""
 import os
 import os.path as osp
 
@@ -51,15 +48,12 @@ def set_local_rank(args):
 
 
 def load_config(args):
-    """Load the config and apply the command-line options common to tools.
-
-    The tiny overlay (``--tiny``) is not applied here: tools apply it with
-    :func:`mmvitaccel.tiny.tinyfy_config` after their own edits
-    (``--amp`` ...), so that it has the last word.
+    """Load the config and apply the options both tools take (not
+    ``--tiny``: each tool applies it last, after its own edits).
 
     Args:
-        args (argparse.Namespace): parsed arguments with ``config``,
-            ``work_dir``, ``cfg_options`` and ``launcher``.
+        args (argparse.Namespace): ``config``, ``work_dir``,
+            ``cfg_options`` and ``launcher``.
 
     Returns:
         Config: the config to run.
@@ -111,14 +105,11 @@ def add_checkpoint_check(cfg):
 
 
 def build_runner(cfg):
-    """Build the runner the way the upstream tools do, with checkpoints
-    checked before they load (:func:`add_checkpoint_check`).
+    """Build the runner as the upstream tools do (``runner_type``
+    honoured), with checkpoints checked before they load.
 
     Args:
         cfg (Config): the config.
-
-    Returns:
-        mmengine.runner.Runner: the runner (``runner_type`` is honoured).
     """
     add_checkpoint_check(cfg)
     if 'runner_type' not in cfg:
@@ -127,13 +118,8 @@ def build_runner(cfg):
 
 
 def finish_distributed():
-    """Destroy the default process group, if any, before the process exits.
-
-    Left to the interpreter's exit, gloo's teardown can abort a rank that
-    has already finished ("terminate called without an active exception",
-    exit code -6), so that torchrun reports a failed run whose checkpoints
-    are all written.
-    """
+    """Destroy the default process group before exit (gloo's teardown at
+    exit can abort a finished rank, and torchrun then reports a failure)."""
     import torch.distributed as dist
     if dist.is_available() and dist.is_initialized():
         dist.barrier()

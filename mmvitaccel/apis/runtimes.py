@@ -1,6 +1,5 @@
-"""Deployed runtimes for timing (``tools/analysis/benchmark.py
---runtime``): one call of a module in eager mode, compiled, or exported to
-ONNX and run in onnxruntime (:func:`runtime_callable`)."""
+"""Deployed runtimes for timing (``tools/analysis/benchmark.py --runtime``):
+eager, compiled, or ONNX in onnxruntime."""
 from typing import Optional
 
 import torch
@@ -13,8 +12,7 @@ from mmvitaccel.apis.torch_version import DEPLOY_TORCH, require_torch
 __all__ = ['RUNTIMES', 'runtime_callable']
 
 
-#: runtimes of :func:`runtime_callable` (``tools/analysis/benchmark.py
-#: --runtime``)
+#: runtimes of :func:`runtime_callable`
 RUNTIMES = ('eager', 'compile', 'onnxruntime')
 
 
@@ -26,16 +24,14 @@ def runtime_callable(module: nn.Module,
     """A call of ``module(x)`` in a deployed runtime, for timing.
 
     Args:
-        module (nn.Module): in eval mode; its outputs a tensor or a tuple.
-            For ``'compile'``, its numpy scalars become Python numbers
-            (:func:`python_scalars`, in place).
+        module (nn.Module): in eval mode (``'compile'`` turns its numpy
+            scalars into Python numbers, in place).
         x (Tensor): the input, fixed (graphs are static in its shape).
-        runtime (str): ``'eager'``; ``'compile'``
-            (``torch.compile(fullgraph=True, dynamic=False)``, inductor);
-            ``'onnxruntime'`` (exported to ``onnx_file``, run on the CPU).
+        runtime (str): ``'eager'``; ``'compile'`` (``fullgraph=True,
+            dynamic=False``, inductor); ``'onnxruntime'`` (on the CPU).
         onnx_file (str, optional): where to export for ``'onnxruntime'``.
-        threads (int, optional): onnxruntime's intra-op threads (torch's
-            count by default).
+        threads (int, optional): onnxruntime's intra-op threads (default:
+            torch's).
 
     Returns:
         Callable[[], Any]: runs one batch.
@@ -47,8 +43,7 @@ def runtime_callable(module: nn.Module,
     if runtime == 'eager':
         fn = module
     elif runtime == 'compile':
-        # upstream numpy drop-path rates would break the graph (see
-        # python_scalars); the values do not change
+        # numpy drop-path rates would break the graph (see python_scalars)
         python_scalars(module)
         fn = torch.compile(module, fullgraph=True, dynamic=False)
     else:

@@ -1,13 +1,5 @@
-"""Which modules fix the input size of a graph, known before any capture.
-
-A graph with a symbolic height and width (``export_onnx(..., dynamic=True)``)
-needs a forward that does not branch on the size. The modules below do: each
-takes one path or another by a Python condition on the map size, so a
-capture must either fix the size (a guard) or reason about every branch
-symbolically, which for STViT-R-Swin did not finish in 15 minutes. Walking
-the model for them takes milliseconds, so a model holding one is refused
-before the capture starts, naming the module and its branch.
-"""
+"""The modules that branch on the input size, found by walking the model, so
+that a dynamic-size export is refused before the capture starts."""
 from typing import Dict, List
 
 import torch.nn as nn
@@ -52,8 +44,7 @@ def size_branches(model: nn.Module) -> List[str]:
         model (nn.Module): any model.
 
     Returns:
-        list[str]: ``'<first module name> (<class>, and N more): <branch>'``
-        for each class of :data:`SIZE_BRANCHES` found; empty if none.
+        list[str]: ``'<first name> (<class>, and N more): <branch>'``.
     """
     found = {}
     for name, module in model.named_modules():

@@ -4,10 +4,8 @@ import torch
 
 __all__ = ['DEPLOY_TORCH', 'require_torch', 'torch_release']
 
-#: ONNX export (``torch.onnx.export(..., dynamo=True)``, first in torch 2.5,
-#: over ``torch.export`` with ``strict=False``) and the
-#: ``torch.compile(fullgraph=True)`` of the deployment tools; tested on the
-#: pinned torch (2.14.1); torch 2.1's Dynamo cannot capture our models
+#: first torch of ONNX export (``torch.onnx.export(..., dynamo=True)``) and
+#: of the deployment tools' ``torch.compile(fullgraph=True)`` of our models
 DEPLOY_TORCH = (2, 5)
 
 
@@ -30,12 +28,10 @@ def require_torch(minimum, feature, version=None):
     Args:
         minimum (tuple[int, int]): the first torch release that has it.
         feature (str): what the user asked for, in words.
-        version (str, optional): the torch version to check (default: the
-            installed one).
+        version (str, optional): the torch version (default: installed).
 
     Raises:
-        RuntimeError: naming the feature, the version needed and the one
-            found.
+        RuntimeError: naming the feature, the version needed and found.
     """
     found = version or torch.__version__
     if torch_release(found) < tuple(minimum):

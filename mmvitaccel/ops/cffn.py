@@ -1,23 +1,5 @@
-"""cFFN: the FFN's output matrix factorised and re-parameterised.
-
-Paper: *Vision Transformer with Attention Map Hallucination and FFN
-Compaction*. A vanilla FFN is ``FFN(X) = Act(X M1) M2`` with
-``M1: C x mC`` and ``M2: mC x C``. cFFN keeps ``M1`` and the activation
-and factors ``M2 = U V`` with ``U: mC x k``, ``V: k x C`` and
-``k = t m C / (m + 1)`` (``t`` the compact ratio, default 0.5,
-``docs/hmhsa_cffn_design.md#cffn``):
-
-* training form: each factor is a sum of ``r`` branches of
-  (1x1 conv + BatchNorm) (default ``r = 2``, our choice:
-  ``docs/hmhsa_cffn_design.md#defaults``);
-* deploy form (:meth:`RepLinear.switch_to_deploy`): the branches are folded
-  into one linear layer with a bias, the same function in eval mode.
-
-FLOPs: ``FFN = 2 m N C^2``, ``cFFN = m N C^2 + m N C k + N k C =
-m N C^2 (1 + t)``, i.e. a ratio ``(1 + t) / 2``.
-
-Plain torch; the OpenMMLab glue is in ``mmvitaccel.models.hvit.cffn``.
-"""
+"""cFFN: ``Act(X M1) U V``, ``k = t m C / (m + 1)``, factors of ``r`` (1x1
+conv + BN) branches folded for deployment (``docs/hmhsa_cffn_design.md``)."""
 import torch
 import torch.nn as nn
 
@@ -30,10 +12,7 @@ __all__ = [
 
 
 def compact_dims(hidden, out, ratio=0.5):
-    """Rank ``k`` of the factorised ``M2``: ``k = t m C / (m + 1)``.
-
-    With ``hidden = mC`` and ``out = C``, ``m C / (m + 1) = hidden * out /
-    (hidden + out)``, which also covers a non-integer ``m``.
+    """Rank ``k = t m C / (m + 1) = t hidden out / (hidden + out)``.
 
     Args:
         hidden (int): ``mC``, input channels of ``M2``.
@@ -41,7 +20,7 @@ def compact_dims(hidden, out, ratio=0.5):
         ratio (float): The compact ratio ``t`` in ``(0, 1]``.
 
     Returns:
-        int: ``k``, rounded to the nearest integer, at least 1.
+        int: ``k``, rounded, at least 1.
     """
     if not 0 < ratio <= 1:
         raise ValueError(f'the compact ratio t must be in (0, 1], got {ratio}')
@@ -49,21 +28,15 @@ def compact_dims(hidden, out, ratio=0.5):
 
 
 class RepLinear(nn.Module):
-    """``r`` parallel (1x1 conv + BN) branches, foldable into one linear.
-
-    Training form: ``y = sum_i BN_i(x W_i)`` with ``W_i: in x out`` (a 1x1
-    convolution on tokens is a linear map) and BN over the channels, its
-    statistics taken over all tokens of the batch. Deploy form:
-    ``y = x W + b`` with ``W = sum_i W_i * gamma_i / sigma_i`` and
-    ``b = sum_i beta_i - mu_i * gamma_i / sigma_i``, ``sigma_i =
-    sqrt(var_i + eps)`` (the running statistics).
+    """``y = sum_i BN_i(x W_i)``, foldable into ``y = x W + b`` with ``W =
+    sum_i W_i gamma_i / sigma_i``, ``b = sum_i beta_i - mu_i gamma_i /
+    sigma_i``, ``sigma_i = sqrt(var_i + eps)``.
 
     Args:
         in_features (int): Input channels.
         out_features (int): Output channels.
         branches (int): ``r``, at least 1.
-        deploy (bool): Build the folded form directly (to load a converted
-            checkpoint).
+        deploy (bool): Build the folded form directly.
         bn_eps (float): BatchNorm epsilon.
     """
 
@@ -95,8 +68,7 @@ class RepLinear(nn.Module):
             self.reset_parameters()
 
     def reset_parameters(self):
-        """Branch weights as ``nn.Linear`` initialises its weight, BN as
-        identity."""
+        """Branch weights as ``nn.Linear``'s, BN as identity."""
         if self.deploy:
             self.fused.reset_parameters()
             return
@@ -123,17 +95,13 @@ class RepLinear(nn.Module):
         return out.reshape(*shape, self.out_features)
 
     def forward_channels_first(self, x):
-        """The same map on channels-first input, a 1x1 convolution.
-
-        Used on feature maps (PVTv2's MixFFN): no copy into a token layout.
-        BatchNorm1d takes ``(B, C, L)`` as it is, with the statistics over
-        ``B`` and ``L``, those of the token form.
+        """The same map on channels-first input ``(B, in, L)``, no copy.
 
         Args:
             x (Tensor): ``(B, in_features, L)``.
 
         Returns:
-            Tensor: ``(B, out_features, L)``, ``W^T x (+ b)`` per position.
+            Tensor: ``(B, out_features, L)``.
         """
         B, _, L = x.shape
         if self.deploy:  # one batched product, the bias added in it
@@ -162,8 +130,7 @@ class RepLinear(nn.Module):
 
     @torch.no_grad()
     def switch_to_deploy(self):
-        """Fold the branches into one ``nn.Linear`` named ``fused`` (in
-        place); the training-form parameters are removed."""
+        """Fold the branches into one ``nn.Linear`` ``fused``, in place."""
         if self.deploy:
             return
         weight, bias = self.fused_weight_bias()
@@ -190,13 +157,11 @@ class CompactLinear(nn.Module):
     Args:
         in_features (int): ``mC``.
         out_features (int): ``C``.
-        ratio (float): Compact ratio ``t``; ``k = t m C / (m + 1)``.
-        branches (int): ``r`` (1x1 conv + BN) branches per factor while
-            training.
+        ratio (float): Compact ratio ``t``.
+        branches (int): ``r`` branches per factor while training.
         deploy (bool): Build the folded form.
-        channel_dim (int): Dimension of the channels: ``-1`` for tokens
-            ``(..., mC)``, ``1`` for maps ``(B, mC, H, W)`` (a 1x1 conv
-            FFN such as PVTv2's MixFFN).
+        channel_dim (int): ``-1`` for tokens ``(..., mC)``, ``1`` for maps
+            ``(B, mC, H, W)``.
     """
 
     def __init__(self,
@@ -232,17 +197,16 @@ class CompactLinear(nn.Module):
         return self.v(self.u(x))
 
     def switch_to_deploy(self):
-        """Fold both factors (see :meth:`RepLinear.switch_to_deploy`)."""
+        """Fold both factors."""
         self.u.switch_to_deploy()
         self.v.switch_to_deploy()
 
 
 def switch_to_deploy(model):
-    """Fold every re-parameterisable module of ``model`` in place.
+    """Fold every :class:`RepLinear` of ``model`` in place.
 
     Args:
-        model (nn.Module): Any model; every :class:`RepLinear` inside it
-            is folded.
+        model (nn.Module): Any model.
 
     Returns:
         nn.Module: ``model``.
@@ -254,8 +218,7 @@ def switch_to_deploy(model):
 
 
 def ffn_flops(n, c, hidden):
-    """Closed-form FLOPs of a vanilla FFN: ``2 m N C^2`` (``hidden = mC``),
-    :func:`~mmvitaccel.ops.flops.mlp_flops`.
+    """FLOPs of a vanilla FFN: ``2 m N C^2``.
 
     Args:
         n (int): Tokens ``N``.
@@ -263,15 +226,13 @@ def ffn_flops(n, c, hidden):
         hidden (int): ``mC``.
 
     Returns:
-        int: FLOPs of one image (biases and activation free).
+        int: FLOPs of one image.
     """
     return mlp_flops(n, c, hidden)
 
 
 def cffn_flops(n, c, hidden, ratio=0.5):
-    """Closed-form FLOPs of cFFN (deploy form):
-    ``m N C^2 + m N C k + N k C`` with ``k`` from :func:`compact_dims`;
-    ``m N C^2 (1 + t)`` when ``k`` is exact.
+    """FLOPs of cFFN (deploy form): ``m N C^2 + m N C k + N k C``.
 
     Args:
         n (int): Tokens.
@@ -289,8 +250,7 @@ def cffn_flops(n, c, hidden, ratio=0.5):
 
 
 def ffn_params(c, hidden):
-    """Parameters of a vanilla FFN: ``2 m C^2 + mC + C``
-    (:func:`~mmvitaccel.ops.flops.mlp_params`).
+    """Parameters of a vanilla FFN: ``2 m C^2 + mC + C``.
 
     Args:
         c (int): Channels.
@@ -303,8 +263,7 @@ def ffn_params(c, hidden):
 
 
 def cffn_params(c, hidden, ratio=0.5):
-    """Parameters of cFFN in deploy form:
-    ``m C^2 + mC + mC k + k + k C + C``.
+    """Parameters of cFFN (deploy): ``m C^2 + mC + mC k + k + k C + C``.
 
     Args:
         c (int): Channels.

@@ -1,31 +1,18 @@
-"""One validator for a parameter that takes one of a fixed set of values.
-
-Every method's option checks (``'unknown scorer ...'``, ``'unknown pooling
-...'``, ``'unknown static attention init ...'``) go through
-:func:`check_choice`, so they all read the same way: the parameter's name,
-the value given and the allowed values.
-
-Plain torch: no registry, no OpenMMLab imports.
-"""
+"""One validator for a parameter that takes one of a fixed set of values."""
 
 __all__ = ['check_choice']
 
 
 def check_choice(name, value, choices):
-    """Raise a clear ``ValueError`` when ``value`` is not in ``choices``.
-
-    The message is ``unknown <name> <value!r>; choose from <choices>``.
+    """Raise ``ValueError('unknown <name> <value!r>; choose from ...')``.
 
     Args:
-        name (str): The parameter's name, as the user writes it or as the
-            docs describe it (e.g. ``'scorer'``, ``'static attention
-            init'``).
-        value: The value given.
-        choices (Sequence): The allowed values.
+        name (str): the parameter's name, e.g. ``'scorer'``.
+        value: the value given.
+        choices (Sequence): the allowed values.
 
     Returns:
-        The ``value``, unchanged, so that a caller may write
-        ``self.mode = check_choice('mode', mode, MODES)``.
+        ``value``, unchanged.
 
     Raises:
         ValueError: ``value`` is not one of ``choices``.

@@ -1,12 +1,6 @@
-"""Attention across token sets with a fused ``qkv`` projection.
-
-STViT's STGM, semantic and recovery layers are transformer layers whose
-queries and keys come from different token sets (image tokens, cluster
-centres, semantic tokens). They keep a host block's fused ``qkv``
-(``C -> 3C``): rows ``[:C]`` project the queries, rows ``[C:]`` the keys
-and values, so a pretrained checkpoint initialises them unchanged.
-
-Plain torch: no registry, no OpenMMLab imports.
+"""Attention across token sets (STViT's STGM, semantic and recovery layers)
+with a host block's fused ``qkv``: rows ``[:C]`` queries, ``[C:]`` keys and
+values, so a pretrained checkpoint initialises them unchanged.
 """
 import torch.nn.functional as F
 
@@ -16,14 +10,7 @@ __all__ = ['cross_attention', 'project_key_values']
 
 
 def _key_mask(key_valid, batch_windows, dtype):
-    """``(nW|N, Lk)`` bool -> ``(N, 1, 1, Lk)`` for SDPA (True = attend);
-    a per-query mask ``(1, Lq, Lk)``, shared by the batch, becomes
-    ``(1, 1, Lq, Lk)``; additive (``dtype``) under graph capture
-    (:func:`~mmvitaccel.ops.sdpa_mask`).
-
-    The mask is made contiguous: torch's fused CPU attention kernel falls
-    back to the (several times slower) math path for strided masks.
-    """
+    """Key mask for SDPA, contiguous (strided masks take the slow CPU path)."""
     if key_valid is None:
         return None
     if key_valid.dim() == 3:
@@ -34,12 +21,7 @@ def _key_mask(key_valid, batch_windows, dtype):
 
 
 def project_key_values(tokens, norm, qkv):
-    """Keys and values of tokens with a fused projection:
-    ``W_kv LN(tokens)``, rows ``[C:]`` of ``qkv``.
-
-    Projecting a whole map once and then gathering windows from it is the
-    same as projecting every gathered window (LN and the projection act per
-    token), and much cheaper when windows overlap.
+    """Keys and values ``W_kv LN(tokens)``, rows ``[C:]`` of ``qkv``.
 
     Args:
         tokens (Tensor): ``(..., C)``.
@@ -57,11 +39,8 @@ def project_key_values(tokens, norm, qkv):
 
 def cross_attention(queries, kv, qkv, num_heads, scale, dropout_p=0.,
                     key_valid=None):
-    """``softmax(q k^T * scale + mask) v`` with ``q = W_q queries``.
-
-    The query projection is rows ``[:C]`` of the fused ``qkv`` layer, so
-    the keys/values from :func:`project_key_values` and the queries come
-    from one Swin ``qkv`` exactly as its self-attention would.
+    """``softmax(q k^T * scale + mask) v`` with ``q = W_q queries`` (rows
+    ``[:C]`` of ``qkv``).
 
     Args:
         queries (Tensor): normalised queries ``(N, Lq, C)``.
@@ -70,10 +49,8 @@ def cross_attention(queries, kv, qkv, num_heads, scale, dropout_p=0.,
         num_heads (int): attention heads.
         scale (float): logit scale, usually ``head_dim ** -0.5``.
         dropout_p (float): attention dropout (0 in eval).
-        key_valid (Tensor, optional): ``(N, Lk)`` or per-window ``(nW, Lk)``
-            bool, or ``(1, Lq, Lk)`` per query (shared by the batch); False
-            keys get no attention. Every query needs at least one valid
-            key.
+        key_valid (Tensor, optional): bool ``(N, Lk)``, ``(nW, Lk)`` or
+            ``(1, Lq, Lk)``; every query needs a valid key.
 
     Returns:
         Tensor: ``(N, Lq, C)`` before the output projection.

@@ -1,28 +1,5 @@
-"""DGSSA: dynamic-guided static self-attention (plain torch).
-
-Paper: *Accelerating Vision Transformers Based on Heterogeneous Attention
-Patterns* (no public code). The early layers of a ViT attend in nearly the
-same way for every image, so their ``softmax(Q K^T)`` is replaced by a
-learned **static** per-head matrix shared by all images:
-
-    out = Proj(A_static . V)                      (DGSSA, FLOPs m^2 d + 2 m d^2)
-
-Reconstruction adopted (``docs/dgssa_glad_design.md#dgssa``): the module
-keeps static *logits*
-``S`` ``(h, N, N)`` and computes ``A_static = softmax(S + mask)``, so that
-Swin's shift masks and padding masks still apply; ``S`` is initialised as
-``log(mean attention)`` of the replaced dynamic layer over training images
-("dynamic-guided", ``'dg'``), or by the paper's ablation inits
-(``'random'``, ``'uniform'``, ``'local'``).
-
-This module also holds the attention statistics that guide the design:
-the per-layer **difference metric** (how much attention varies across
-images) and the **expected singular values** of attention that the
-accuracy metric (AM) of the GLAD search uses; see :mod:`.glad` for GLAD and
-the search.
-
-Plain torch: no registry, no OpenMMLab imports.
-"""
+"""DGSSA: ``out = Proj(softmax(S + mask) V)``, static logits ``S`` ``(h, N,
+N)``; inits and attention statistics (``docs/dgssa_glad_design.md``)."""
 import math
 
 import torch
@@ -36,15 +13,12 @@ INIT_MODES = ('dg', 'random', 'uniform', 'local')
 #: smallest probability turned into a logit (``log(0)`` is ``-inf``)
 LOG_EPS = 1e-6
 
-#: the masked-logit offset under DGSSA's older name (one value for every
-#: method: :data:`mmvitaccel.ops.attention.MASKED_LOGIT`)
+#: DGSSA's older name of :data:`~mmvitaccel.ops.attention.MASKED_LOGIT`
 MASK_VALUE = MASKED_LOGIT
 
 
 def check_init_mode(mode):
-    """Raise a clear ``ValueError`` for an unknown static-attention init
-    (:func:`~mmvitaccel.ops.checks.check_choice` with the name ``'static
-    attention init'``).
+    """Raise ``ValueError`` for an unknown static-attention init.
 
     Args:
         mode (str): one of :data:`INIT_MODES`.
@@ -56,27 +30,21 @@ def check_init_mode(mode):
 
 
 def static_attention(logits, v, mask=None):
-    """``softmax(S + mask) . V`` with static per-head logits ``S``.
-
-    The softmax of ``S`` does not depend on the image, so without a mask it
-    is computed once per call and shared by the whole batch.
+    """``softmax(S + mask) . V``; without a mask the softmax is shared by
+    the batch.
 
     Args:
         logits (Tensor): static logits ``S`` ``(h, N, N)``.
-        v (Tensor): values ``(B, h, N, d_h)``; with a mask of ``nW``
-            windows, ``B`` must be a multiple of ``nW`` (windows of one
-            image consecutive, as ``window_partition`` orders them).
-        mask (Tensor, optional): additive float mask ``(nW, N, N)`` (0 where
-            allowed, a large negative number where not: Swin's shift mask)
-            or bool mask ``(nW, N, N)`` (True where allowed; forbidden keys
-            get :data:`~mmvitaccel.ops.attention.MASKED_LOGIT`).
+        v (Tensor): values ``(B, h, N, d_h)``; with a mask, ``B`` a multiple
+            of ``nW`` (one image's windows consecutive).
+        mask (Tensor, optional): ``(nW, N, N)``, additive (Swin's shift
+            mask) or bool (True where allowed).
 
     Returns:
         Tensor: ``(B, h, N, d_h)``.
     """
     if mask is None:
-        # einsum: one batched product per head (batch folded into columns),
-        # counted exactly by count_flops
+        # einsum: one batched product per head, counted by count_flops
         return torch.einsum('hnm,bhmd->bhnd',
                             logits.softmax(dim=-1).to(v.dtype), v)
     nW = mask.shape[0]
@@ -91,14 +59,10 @@ def static_attention(logits, v, mask=None):
 
 
 def local_logits(num_heads, grid, extra_tokens=0, strength=1.0):
-    """Position-aware static logits (the paper's ``'local'`` init).
-
-    As ConViT's positional self-attention, head ``k`` attends around the
-    offset ``delta_k`` of a ``s x s`` neighbourhood, ``s = ceil(sqrt(h))``
-    (a convolution with an ``s x s`` kernel):
-    ``S_k[i, j] = -strength * ||(p_j - p_i) - delta_k||^2``. Rows of extra
-    (class) tokens are uniform (0); in patch rows their columns get the
-    row's smallest logit.
+    """The ``'local'`` init (after ConViT): ``S_k[i, j] = -strength *
+    ||(p_j - p_i) - delta_k||^2``, ``delta_k`` an offset of an ``s x s``
+    neighbourhood, ``s = ceil(sqrt(h))``; class rows 0, class columns the
+    row's minimum.
 
     Args:
         num_heads (int): ``h``.
@@ -128,14 +92,9 @@ def local_logits(num_heads, grid, extra_tokens=0, strength=1.0):
 
 def init_static_logits(mode, num_heads, num_tokens, grid=None,
                        extra_tokens=0, mean_attention=None, std=.02):
-    """Static logits for one layer by one of :data:`INIT_MODES`.
-
-    * ``'dg'``: ``log(mean attention)`` of the replaced dynamic layer
-      (dynamic-guided); ``softmax`` of it gives the mean attention back
-      (rows are normalised again, probabilities below ``LOG_EPS`` clamped);
-    * ``'random'``: truncated normal, ``std``;
-    * ``'uniform'``: zeros, i.e. uniform attention;
-    * ``'local'``: :func:`local_logits`.
+    """Static logits for one layer: ``'dg'`` ``log(mean attention)``
+    (:func:`attention_to_logits`), ``'random'`` truncated normal,
+    ``'uniform'`` zeros, ``'local'`` :func:`local_logits`.
 
     Args:
         mode (str): the init.
@@ -173,14 +132,9 @@ def init_static_logits(mode, num_heads, num_tokens, grid=None,
 
 
 def resize_static_logits(logits, extra_tokens, grid):
-    """Static logits of a square patch grid, resized to ``grid``.
-
-    The patch-to-patch block ``(h, H0 W0, H0 W0)`` is a function of the
-    query's and the key's positions; it is resized bicubically over the
-    key's grid, then over the query's (as a relative position table is on
-    a size change). The rows of the extra (class) tokens are resized over
-    their key grid, their columns over the query grid; their corner is
-    kept. Logits, not probabilities, are resized: the softmax renormalises.
+    """Static logits of a square patch grid, resized bicubically to ``grid``
+    over keys then queries (as a relative position table); class rows and
+    columns over their grid axis, the corner kept.
 
     Args:
         logits (Tensor): ``(h, e + H0 W0, e + H0 W0)``, ``H0 = W0``.
@@ -222,8 +176,8 @@ def resize_static_logits(logits, extra_tokens, grid):
 
 
 def attention_to_logits(attention, eps=LOG_EPS):
-    """``log`` of an attention matrix, rows renormalised after clamping, so
-    that ``softmax(attention_to_logits(A)) == A`` up to ``eps``.
+    """``log`` of an attention matrix, rows renormalised after clamping:
+    ``softmax(attention_to_logits(A)) == A`` up to ``eps``.
 
     Args:
         attention (Tensor): ``(..., N, N)``, rows summing to 1.
@@ -237,20 +191,13 @@ def attention_to_logits(attention, eps=LOG_EPS):
 
 
 class AttentionStats:
-    """Running statistics of one layer's attention over images.
-
-    Accumulates, per head, the sum of the attention matrices (for the mean
-    and the ``'dg'`` init), the sum of their squared Frobenius norms (for
-    the difference metric) and the sum of their singular values sorted in
-    descending order (for the expected singular values of the AM).
-
-    A sample is one attention matrix ``(h, N, N)``: one image for a global
-    attention, one window of one image for Swin (all windows share one
-    static matrix, so they are samples of the same distribution).
+    """Running per-head sums of one layer's attention ``(h, N, N)`` (one
+    sample: an image, or a Swin window), squared Frobenius norms and sorted
+    singular values.
 
     Args:
         singular_values (bool): also accumulate singular values (an SVD per
-            sample and head; off when only the init is wanted).
+            sample and head).
     """
 
     def __init__(self, singular_values=False):
@@ -292,14 +239,8 @@ class AttentionStats:
 
     @property
     def difference(self):
-        """Tensor: the difference metric per head ``(h, )``:
-        ``sqrt(E ||A - mean||^2) / ||mean||`` (Frobenius norms).
-
-        The paper plots, per layer, how far each image's attention lies from
-        the mean attention; we use the root-mean-square relative distance,
-        which one pass over the data gives
-        (``E||A - mean||^2 = E||A||^2 - ||mean||^2``).
-        """
+        """Tensor: difference per head ``(h, )``, ``sqrt(E ||A - mean||^2)
+        / ||mean||`` (Frobenius)."""
         self._check()
         mean = self.sum / self.count
         mean_sq = mean.pow(2).sum((-1, -2))

@@ -1,32 +1,9 @@
-"""Closed-form FLOPs and parameters of a ViT layer, in one convention.
-
-The convention is that of the measured counter,
-``mmvitaccel.analysis.flops.count_flops`` (mmengine's ``FlopAnalyzer`` with
-our extra handles), so that a formula here equals what the counter reports
-for the same module:
-
-* one multiply-add is one FLOP; a linear layer on ``n`` tokens from ``c_in``
-  to ``c_out`` channels costs ``n c_in c_out`` (:func:`linear_flops`), its
-  bias nothing;
-* a matrix product of attention costs its multiply-adds: the scores
-  ``n n_kv d_qk``, the weighted sum ``n n_kv d_v``;
-* softmax, scaling, masks, activations, dropout, additions cost nothing;
-* a LayerNorm with affine parameters costs **5 per element**,
-  ``5 n c`` (:data:`LAYER_NORM_FLOPS`, mmengine's ``layer_norm`` handle).
-
-A pre-norm ViT layer on ``n`` tokens of ``C`` channels with an MLP of ``F``
-hidden channels (:func:`vit_layer_flops`) is then
-
-``qkv 3 n C^2 + Q K^T n^2 C + A V n^2 C + proj n C^2 + MLP 2 n C F +
-LayerNorms 2 * 5 n C``,
-
-and the method-specific formulas (SaiT/AS-ViT's token counts, DGSSA and
-GLAD, hMHSA and cFFN) are compositions of these pieces.
-
-Every function takes ints (exact) or float tensors (a soft token count
-whose gradient is kept, AS-ViT's budget loss).
-
-Plain torch: no registry, no OpenMMLab imports.
+"""Closed-form FLOPs and parameters of a ViT layer, in the convention of
+``mmvitaccel.analysis.flops.count_flops``: a multiply-add is one FLOP;
+biases, softmax, scaling, masks and activations are free; an affine
+LayerNorm costs ``5 n c``. A pre-norm ViT layer: ``qkv 3 n C^2 + Q K^T
+n^2 C + A V n^2 C + proj n C^2 + MLP 2 n C F + LayerNorms 10 n C``.
+Ints give exact counts; float tensors keep a gradient (AS-ViT's budget).
 """
 
 __all__ = [
@@ -35,8 +12,7 @@ __all__ = [
     'vit_layer_params'
 ]
 
-#: FLOPs per element of an affine LayerNorm (mmengine's ``layer_norm``
-#: handle, which ``count_flops`` uses)
+#: FLOPs per element of an affine LayerNorm (mmengine's ``layer_norm``)
 LAYER_NORM_FLOPS = 5
 
 
@@ -68,20 +44,14 @@ def layer_norm_flops(tokens, dims):
 
 
 def attention_flops(tokens, dims, kv_tokens=None, qk_dims=None):
-    """Multi-head attention without its norm: projections, scores,
-    weighted sum.
-
-    ``Q`` ``n C d_qk``, ``K`` ``n_kv C d_qk``, ``V`` ``n_kv C^2``, ``Proj``
-    ``n C^2``, ``Q K^T`` ``n n_kv d_qk``, ``A V`` ``n n_kv C``. With
-    ``n_kv = n`` and ``d_qk = C``: ``4 n C^2 + 2 n^2 C``. ``d_qk`` is the
-    total query/key width over the heads: ``C / 2`` for hMHSA's real maps,
-    0 for DGSSA's static attention (no ``Q``, ``K`` or scores).
+    """Attention without its norm: ``Q`` ``n C d_qk``, ``K`` ``n_kv C
+    d_qk``, ``V`` ``n_kv C^2``, ``Proj`` ``n C^2``, ``Q K^T`` ``n n_kv
+    d_qk``, ``A V`` ``n n_kv C``; ``d_qk = C / 2`` in hMHSA, 0 in DGSSA.
 
     Args:
         tokens (int | Tensor): query tokens ``n``.
         dims (int): channels ``C`` (input, value and output).
-        kv_tokens (int | Tensor, optional): key/value tokens ``n_kv``
-            (spatially reduced in PVT); ``n`` by default.
+        kv_tokens (int | Tensor, optional): ``n_kv``; ``n`` by default.
         qk_dims (int, optional): ``d_qk``; ``C`` by default.
 
     Returns:
@@ -113,14 +83,10 @@ def mlp_flops(tokens, dims, hidden):
 
 
 def vit_layer_flops(tokens, embed_dims, feedforward_channels, qk_dims=None):
-    """One pre-norm ViT layer: two LayerNorms, attention and MLP.
-
-    ``(4 C^2 + 2 C F + 10 C) n + 2 C n^2`` with ``d_qk = C``; DGSSA
-    (``qk_dims=0``) ``(2 C^2 + 2 C F + 10 C) n + C n^2``.
+    """One pre-norm ViT layer: ``(4 C^2 + 2 C F + 10 C) n + 2 C n^2``.
 
     Args:
-        tokens (int | Tensor): ``n``, class token included (a float tensor
-            keeps the gradient of a soft token count).
+        tokens (int | Tensor): ``n``, class token included.
         embed_dims (int): ``C``.
         feedforward_channels (int): ``F``.
         qk_dims (int, optional): see :func:`attention_flops`.
@@ -135,8 +101,7 @@ def vit_layer_flops(tokens, embed_dims, feedforward_channels, qk_dims=None):
 
 
 def attention_params(dims, qk_dims=None, bias=True):
-    """Parameters of :func:`attention_flops`' attention:
-    ``2 C d_qk + 2 C^2`` (+ ``2 d_qk + 2 C`` biases).
+    """Parameters of the attention: ``2 C d_qk + 2 C^2`` (+ biases).
 
     Args:
         dims (int): ``C``.
@@ -167,8 +132,7 @@ def mlp_params(dims, hidden, bias=True):
 
 def vit_layer_params(embed_dims, feedforward_channels, qk_dims=None,
                      bias=True):
-    """Parameters of :func:`vit_layer_flops`' layer: attention, MLP and two
-    affine LayerNorms (``2 C`` each).
+    """Parameters of a ViT layer: attention, MLP, two LayerNorms (``2 C``).
 
     Args:
         embed_dims (int): ``C``.

@@ -1,37 +1,5 @@
-"""GLAD: global aggregation pyramid, its FLOPs model and its search.
-
-Paper: *Accelerating Vision Transformers Based on Heterogeneous Attention
-Patterns* (no public code; reconstruction in
-``docs/dgssa_glad_design.md#glad``, ``#flops`` and
-``#accuracy-metric-and-search``).
-
-* GLAD aggregates ``N`` tokens into ``M < N`` by a learned global linear
-  map over the token axis, then LayerNorm, GELU and a new position
-  embedding: ``Y = GELU(LN(W X)) + E``, ``W in R^{M x N}``,
-  ``E in R^{M x d}`` (:class:`GLAD`).
-* FLOPs (multiply-adds, ``count_flops``' convention, :mod:`.flops`) of a
-  layer on ``n`` tokens of ``d`` channels with MLP ratio 4: dynamic
-  ``12 n d^2 + 2 n^2 d + 10 n d``, DGSSA ``10 n d^2 + n^2 d + 10 n d``
-  (the paper's formulas plus the two LayerNorms, ``5 n d`` each); a GLAD
-  from ``n`` to ``m`` tokens costs ``n m d + 5 m d`` (its product and its
-  LayerNorm) (:func:`layer_flops`, :func:`glad_flops`).
-* Accuracy metric (AM), reconstructed as the retained singular-value energy:
-  with ``sigma_{l,i}`` the expected ``i``-th singular value of layer
-  ``l``'s attention over the training data, a layer that runs on ``m_l``
-  tokens keeps ``E_l(m_l) = sum_{i <= m_l} sigma_{l,i}^2 / sum_i
-  sigma_{l,i}^2``, and ``AM = sum_{l > P} E_l(m_l)``.
-* :func:`glad_search` chooses the GLAD layers ``phi`` (at most ``Q``, after
-  the ``P`` DGSSA layers) and the token counts ``m`` (non-increasing) that
-  maximise AM under ``FLOPs / FLOPs_dense <= eta``, exactly, by dynamic
-  programming over layers with a Pareto front of (FLOPs, AM) per state.
-
-Token counts include the class token: with ``extra_tokens=1`` DeiT-S goes
-197 -> 127 -> 77 -> 35, the GLADs aggregating 196 -> 126 -> 76 -> 34 patch
-tokens while the class token passes unchanged (it is the classifier's
-input and is not a spatial token).
-
-Plain torch: no registry, no OpenMMLab imports.
-"""
+"""GLAD ``Y = GELU(LN(W X)) + E``, its FLOPs, and the search maximising ``AM =
+sum_{l > P} E_l(m_l)`` under ``eta`` (``docs/dgssa_glad_design.md``)."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -50,13 +18,9 @@ class GLAD(nn.Module):
         in_tokens (int): ``N``.
         out_tokens (int): ``M``, ``1 <= M < N``.
         dims (int): channels ``d``.
-        init (str): ``W`` at initialisation: ``'pool'`` (average pooling of
-            consecutive raster-order tokens into ``M`` bins, a sensible
-            start) or ``'random'`` (truncated normal, std .02).
+        init (str): ``W`` at start: ``'pool'`` (average of consecutive
+            raster-order tokens) or ``'random'`` (truncated normal, .02).
         eps (float): LayerNorm epsilon.
-
-    Shapes:
-        input ``(B, N, d)`` -> output ``(B, M, d)``.
     """
 
     def __init__(self, in_tokens, out_tokens, dims, init='pool', eps=1e-6):
@@ -74,8 +38,7 @@ class GLAD(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        """``W`` by ``init``; ``E`` truncated normal (std .02) as a ViT
-        position embedding; LayerNorm to identity."""
+        """``W`` by ``init``; ``E`` truncated normal (.02); LN identity."""
         with torch.no_grad():
             if self.init == 'pool':
                 self.weight.zero_()
@@ -103,12 +66,9 @@ class GLAD(nn.Module):
 
 
 def layer_flops(n, d, static=False):
-    """Multiply-adds of one ViT layer (MLP ratio 4) on ``n`` tokens,
-    :func:`~mmvitaccel.ops.flops.vit_layer_flops`.
-
-    Dynamic: ``4 n d^2`` (qkv, proj) ``+ 2 n^2 d`` (QK^T, AV) ``+ 8 n d^2``
-    (FFN) ``+ 10 n d`` (two LayerNorms). DGSSA: ``2 n d^2`` (V, proj)
-    ``+ n^2 d`` (AV) ``+ 8 n d^2 + 10 n d``.
+    """Multiply-adds of one ViT layer (MLP ratio 4) on ``n`` tokens:
+    dynamic ``12 n d^2 + 2 n^2 d + 10 n d``, DGSSA ``10 n d^2 + n^2 d +
+    10 n d``.
 
     Args:
         n (int): tokens.
@@ -123,8 +83,7 @@ def layer_flops(n, d, static=False):
 
 
 def glad_flops(n, m, d, extra_tokens=0):
-    """Multiply-adds of a GLAD from ``n`` to ``m`` tokens: ``W X`` and the
-    LayerNorm of the ``m`` aggregated tokens (the activation is free).
+    """Multiply-adds of a GLAD from ``n`` to ``m`` tokens: ``W X`` and LN.
 
     Args:
         n (int): tokens before (extra tokens included).
@@ -142,8 +101,7 @@ def glad_flops(n, m, d, extra_tokens=0):
 
 def architecture_flops(num_tokens, dims, num_layers, static_layers,
                        glad_layers=(), glad_tokens=(), extra_tokens=0):
-    """Multiply-adds of a ViT with DGSSA and GLAD layers (no stem, final
-    norm or head).
+    """Multiply-adds of a ViT with DGSSA and GLADs (no stem, final norm, head).
 
     Args:
         num_tokens (int): ``n_0``, extra tokens included.
@@ -168,12 +126,7 @@ def architecture_flops(num_tokens, dims, num_layers, static_layers,
 
 
 def token_counts(num_tokens, num_layers, glad_layers, glad_tokens):
-    """Tokens of each layer: ``n_0`` until the first GLAD, then each GLAD's
-    count until the next.
-
-    Returns:
-        list[int]: ``L`` counts.
-    """
+    """Tokens of each of the ``L`` layers: ``n_0``, then each GLAD's count."""
     if len(glad_layers) != len(glad_tokens):
         raise ValueError(f'{len(glad_layers)} GLAD layers but '
                          f'{len(glad_tokens)} token counts')
@@ -225,8 +178,7 @@ def accuracy_metric(sigmas, num_tokens, static_depth, glad_layers,
 
 
 def _pareto(entries):
-    """Keep the entries ``(flops, am, path)`` that no other beats on both
-    (fewer or equal FLOPs and more AM)."""
+    """The entries ``(flops, am, path)`` on the Pareto front."""
     entries.sort(key=lambda e: (e[0], -e[1]))
     out, best = [], -1.0
     for e in entries:
@@ -238,19 +190,9 @@ def _pareto(entries):
 
 def glad_search(sigmas, num_tokens, dims, static_depth, max_glad, eta,
                 candidates=None, extra_tokens=1, power=2):
-    """The GLAD layers and token counts that maximise AM under ``eta``.
-
-    Layers ``1..P`` are DGSSA (layer 0 stays dynamic), GLADs go at layers
-    ``P+1..L-1``, at most ``Q`` of them, each strictly reducing the count
-    (so ``m`` is non-increasing over layers). FLOPs are those of
-    :func:`architecture_flops`, DGSSA and GLAD costs included, relative to
-    the dense model (all layers dynamic on ``n_0`` tokens).
-
-    Exact dynamic programming over layers: the state after layer ``l`` is
-    ``(tokens, GLADs used)``, and each state keeps the Pareto front of
-    (FLOPs so far, AM so far) of the architectures that reach it; a partial
-    architecture whose FLOPs cannot stay within the budget is dropped.
-
+    """The GLAD layers and token counts that maximise AM under ``eta``:
+    exact dynamic programming over layers, state ``(tokens, GLADs used)``,
+    a Pareto front of (FLOPs, AM) per state.
     Args:
         sigmas (Sequence): ``L`` per-layer expected singular values.
         num_tokens (int): ``n_0`` (extra tokens included).
@@ -258,16 +200,14 @@ def glad_search(sigmas, num_tokens, dims, static_depth, max_glad, eta,
         static_depth (int): ``P``.
         max_glad (int): ``Q``.
         eta (float): FLOPs ratio bound.
-        candidates (Sequence[int], optional): allowed token counts after a
-            GLAD (extra tokens included); all of ``extra_tokens + 1 ..
-            n_0 - 1`` by default.
+        candidates (Sequence[int], optional): allowed counts after a GLAD
+            (extra tokens included); default all of ``extra + 1 .. n_0 - 1``.
         extra_tokens (int): class tokens, never aggregated.
         power (float): see :func:`retained_energy`.
 
     Returns:
-        dict: ``glad_layers``, ``glad_tokens``, ``tokens`` (per layer),
-        ``am``, ``flops``, ``dense_flops``, ``ratio``; None if no
-        architecture meets ``eta``.
+        dict: ``glad_layers``, ``glad_tokens``, ``tokens``, ``am``,
+        ``flops``, ``dense_flops``, ``ratio``; None if none meets ``eta``.
     """
     L = len(sigmas)
     if not 0 <= static_depth < L:

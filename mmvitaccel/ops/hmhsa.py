@@ -1,32 +1,6 @@
-"""hMHSA: attention maps hallucinated from half of the heads.
-
-Paper: *Vision Transformer with Attention Map Hallucination and FFN
-Compaction* (no public code; the equations we adopt are in
-``docs/hmhsa_cffn_design.md#hmhsa``). With ``h`` heads of ``d = C / h``
-channels:
-
-1. ``Q^, K^`` are projected to ``C / 2`` only, giving ``h / 2`` *real*
-   pre-softmax maps ``A_r = Q^ K^T * d ** -0.5`` ``(B, h/2, N_q, N_k)``;
-2. IHH (intra-head hallucination): the key axis of every map row is viewed
-   as the key grid ``H_k x W_k`` and a depth-wise 3x3 convolution (one
-   filter per real map) is applied on it, so each hallucinated score
-   mixes the scores of a key and its 8 spatial neighbours;
-3. CHH (cross-head hallucination): a 1x1 convolution across the ``h / 2``
-   maps gives the hallucinated maps ``A_h`` ``(B, h/2, N_q, N_k)``;
-4. ``A = [A_r; A_h]`` (``h`` maps), softmax over keys, times the full
-   ``V`` ``(B, h, N_k, d)``, then the output projection (done by the
-   caller).
-
-Keys that are not on the grid (a class token) come first on the key axis
-and are treated as isolated grid points: the 3x3 filter sees zeros around
-them, so only its centre tap applies (``num_extra`` below).
-
-Neither convolution has a bias: a bias adds the same value to every key of
-a map row, which the softmax cancels, so it could never learn.
-
-Everything here is plain torch; the OpenMMLab layers in
-``mmvitaccel.models.hvit.hmhsa_attention`` use it.
-"""
+"""hMHSA: ``softmax([A_r; A_h]) V``, ``A_r = Q^ K^T d**-0.5`` ``(B, h/2, N_q,
+N_k)``, ``A_h = CHH(IHH(A_r))`` (IHH: depth-wise 3x3 over each row's key
+grid; CHH: 1x1 across maps). Design: ``docs/hmhsa_cffn_design.md``."""
 import torch
 import torch.nn as nn
 
@@ -46,14 +20,14 @@ __all__ = [
 
 
 def check_even_heads(num_heads, where=''):
-    """Raise a clear error unless ``num_heads`` is a positive even number.
+    """Raise ``ValueError`` unless ``num_heads`` is a positive even number.
 
     Args:
-        num_heads (int): Head count ``h`` of an attention layer.
-        where (str): Which layer, for the message (e.g. ``'stage 2'``).
+        num_heads (int): Head count ``h``.
+        where (str): Which layer, for the message.
 
     Returns:
-        int: ``h / 2``, the number of real (and of hallucinated) maps.
+        int: ``h / 2``, the number of real maps.
     """
     if not isinstance(num_heads, int) or num_heads < 2 or num_heads % 2:
         place = f' ({where})' if where else ''
@@ -68,8 +42,7 @@ class IntraHeadHallucination(nn.Module):
     """IHH: a depth-wise 3x3 convolution over the key grid of each map.
 
     Args:
-        num_maps (int): ``h / 2``, the number of real maps (one 3x3 filter
-            each, no bias).
+        num_maps (int): ``h / 2`` real maps (one filter each, no bias).
         kernel_size (int): Side of the filter; 3 in the paper.
     """
 
@@ -90,18 +63,16 @@ class IntraHeadHallucination(nn.Module):
         """Apply the filter to every row of every real map.
 
         Args:
-            attn (Tensor): Real maps ``A_r`` ``(B, h/2, N_q, N_k)``, with
-                ``N_k = num_extra + H_k * W_k``, grid keys in raster order.
+            attn (Tensor): Real maps ``(B, h/2, N_q, N_k)``, ``N_k =
+                num_extra + H_k * W_k``, grid keys in raster order.
             grid (tuple[int, int]): ``(H_k, W_k)``, the key grid.
-            num_extra (int): Leading keys that are not on the grid (class
-                token); only the filter's centre tap applies to them.
+            num_extra (int): Leading non-grid keys (centre tap only).
 
         Returns:
-            Tensor: ``(B, h/2, N_q, N_k)``, ``IHH(A_r)``.
+            Tensor: ``IHH(A_r)`` ``(B, h/2, N_q, N_k)``.
         """
         B, G, Nq, Nk = self.check_maps(attn, grid, num_extra)
         Hk, Wk = grid
-        # view the key axis of each row as the key grid:
         # (B, h/2, N_q, H*W) -> (B * N_q, h/2, H, W), filter per map
         maps = attn[..., num_extra:].transpose(1, 2).reshape(B * Nq, G, Hk, Wk)
         maps = self.conv(maps).reshape(B, Nq, G, Hk * Wk).transpose(1, 2)
@@ -113,11 +84,8 @@ class IntraHeadHallucination(nn.Module):
         return torch.cat((extra, maps), dim=-1)
 
     def check_maps(self, attn, grid, num_extra=0):
-        """Raise unless ``attn`` is ``(B, g, N_q, num_extra + H_k W_k)``.
-
-        Returns:
-            torch.Size: ``attn``'s shape.
-        """
+        """Raise unless ``attn`` is ``(B, g, N_q, num_extra + H_k W_k)``;
+        return its shape."""
         G, Nk = attn.shape[1], attn.shape[-1]
         if G != self.num_maps or Nk != num_extra + grid[0] * grid[1]:
             raise ValueError(
@@ -126,9 +94,7 @@ class IntraHeadHallucination(nn.Module):
         return attn.shape
 
     def key_operator(self, grid, num_extra=0, dtype=None):
-        """The filter on the keys as a sparse matrix
-        (:func:`~mmvitaccel.ops.hmhsa_fused.key_filter_operator`), kept
-        between calls until the weight, the grid or the dtype changes.
+        """The filter on the keys as a cached sparse CSR ``(g N_k, g N_k)``.
 
         Args:
             grid (tuple[int, int]): ``(H_k, W_k)``.
@@ -164,7 +130,7 @@ class CrossHeadHallucination(nn.Module):
             attn (Tensor): ``(B, h/2, N_q, N_k)``.
 
         Returns:
-            Tensor: ``(B, h/2, N_q, N_k)``, ``CHH(attn)``.
+            Tensor: ``CHH(attn)``, same shape.
         """
         return cross_head_mix(self.conv.weight.view(self.conv.out_channels,
                                                     -1), attn)
@@ -198,17 +164,8 @@ class AttentionHallucination(nn.Module):
                          dim=1)
 
     def hallucinate(self, attn, grid, num_extra=0):
-        """``A_h = CHH(IHH(attn))`` alone, ``(B, h/2, N_q, N_k)``.
-
-        In eager inference on the CPU (float32/64), IHH runs as one sparse
-        product with the filter operator ``M`` of the key grid
-        (:meth:`IntraHeadHallucination.key_operator`):
-        ``IHH_j(A_j) = A_j M_j^T``, computed as ``M [A_j^T]_j`` on the maps
-        laid out as ``(g N_k, B N_q)``, and CHH as one product on that
-        layout. The map convolution, over ``B N_q`` images of ``H_k x W_k``,
-        is what made the explicit form slow (design notes). Training,
-        tracing and capture run the convolution.
-        """
+        """``A_h = CHH(IHH(attn))`` ``(B, h/2, N_q, N_k)``; in eager CPU
+        inference IHH is one sparse product ``M [A_j^T]_j``."""
         if not sparse_filter_applies(attn):
             return self.chh(self.ihh(attn, grid, num_extra))
         B, G, Nq, Nk = self.ihh.check_maps(attn, grid, num_extra)
@@ -224,11 +181,11 @@ HMHSA_FORMS = ('explicit', 'fused', 'stacked', 'auto')
 
 
 def check_hmhsa_form(form, option='hmhsa_form'):
-    """Raise a clear error unless ``form`` is one of :data:`HMHSA_FORMS`.
+    """Raise ``ValueError`` unless ``form`` is in :data:`HMHSA_FORMS`.
 
     Args:
         form (str): The requested form.
-        option (str): The name of the option, for the message.
+        option (str): The option's name, for the message.
 
     Returns:
         str: ``form``.
@@ -240,23 +197,9 @@ def check_hmhsa_form(form, option='hmhsa_form'):
 
 
 def resolve_hmhsa_form(form, num_maps, masked=False):
-    """The form that runs: ``form`` itself, or for ``'auto'`` the faster
-    one for this layer.
-
-    The rule comes from interleaved measurements of the attention alone on
-    the hosts' shapes at batch 1 and 32
-    (``tools/analysis/benchmark_hmhsa_forms.py``,
-    ``docs/hmhsa_cffn_design.md#forms``). Without a mask the two forms with
-    IHH on the keys beat the explicit one on every shape but PVTv2-b1's last
-    stage at batch 1 (by 0.05 ms). Between them, the stacked form won where
-    there is a single map (``g = 1``, PVTv2-b1's stage 2: CHH is one factor
-    and one product over the stacked keys beats two fused-kernel calls),
-    the fused form at batch 32 on DeiT-S and Swin-T's stages 2 and 4, with
-    the rest within a few percent. With a mask (Swin's shifted windows) the
-    key-side forms must gate every key's neighbours tap by tap, and the
-    explicit form was as fast or faster (up to 3x). So ``'auto'`` runs
-    ``'explicit'`` with a mask, else ``'stacked'`` for ``g = 1`` and
-    ``'fused'`` otherwise.
+    """The form that runs; ``'auto'``: ``'explicit'`` with a mask, else
+    ``'stacked'`` for ``g = 1``, else ``'fused'`` (measured:
+    ``docs/hmhsa_cffn_design.md#forms``).
 
     Args:
         form (str): One of :data:`HMHSA_FORMS`.
@@ -285,7 +228,7 @@ def hallucinated_attention(q,
                            mask=None,
                            dropout_p=0.0,
                            form='auto'):
-    """hMHSA attention: real maps, hallucination, softmax, times ``V``.
+    """hMHSA: ``softmax([A_r; A_h] + bias + mask) V``, ``A_h = CHH(IHH(A_r))``.
 
     Args:
         q (Tensor): ``Q^`` ``(B, h/2, N_q, d)``.
@@ -295,27 +238,16 @@ def hallucinated_attention(q,
         grid (tuple[int, int]): Key grid ``(H_k, W_k)``.
         num_extra (int): Leading non-grid keys (class token).
         scale (float, optional): Logit scale; ``d ** -0.5`` by default.
-        bias (Tensor, optional): Added to all ``h`` maps after the
-            hallucination, e.g. Swin's relative position bias ``(h, N_q,
-            N_k)`` (broadcastable to ``(B, h, N_q, N_k)``).
-        mask (Tensor, optional): bool (True where allowed) or additive (0
-            where allowed, negative where not), broadcastable to
-            ``(B, 1, N_q, N_k)``. Forbidden scores are zeroed in the input
-            of IHH, so that they never reach their neighbours' hallucinated
-            scores (e.g. across Swin's shifted regions), and the mask is
-            added to all ``h`` maps before the softmax.
+        bias (Tensor, optional): Added after the hallucination, e.g.
+            ``(h, N_q, N_k)``.
+        mask (Tensor, optional): bool or additive, broadcastable to
+            ``(B, 1, N_q, N_k)``; zeroed at IHH's input, added before softmax.
         dropout_p (float): Attention dropout (pass 0 in eval mode).
-        form (str): ``'explicit'``: IHH and CHH on the maps (the
-            paper's description); ``'fused'`` and ``'stacked'``: the same
-            function with IHH on the keys, the real heads in
-            ``scaled_dot_product_attention`` or all maps in one product
-            and one softmax (:mod:`~mmvitaccel.ops.hmhsa_fused`; a mask
-            must then be a region mask, as Swin's); ``'auto'`` (default):
-            per shape, the faster (:func:`resolve_hmhsa_form`).
+        form (str): ``'explicit'``, ``'fused'``, ``'stacked'`` or ``'auto'``
+            (:func:`resolve_hmhsa_form`).
 
     Returns:
-        Tensor: ``softmax([A_r; A_h] + bias + mask) @ V``
-        ``(B, h, N_q, d_v)``, ``A_h = CHH(IHH(A_r))``.
+        Tensor: ``(B, h, N_q, d_v)``.
     """
     if scale is None:
         scale = q.shape[-1]**-0.5
@@ -341,19 +273,16 @@ def hallucinated_attention(q,
 
 
 def split_qkv_weights(qkv_weight, qkv_bias=None):
-    """Initial ``Q^, K^, V`` projections from a fused upstream ``qkv``.
-
-    ``Q^``/``K^`` take the rows of the first ``h / 2`` heads of ``Q``/``K``
-    (``C / 2`` rows each), ``V`` keeps all its rows, so the real maps of a
-    converted layer equal the first half of the pretrained maps.
+    """Initial ``Q^, K^, V`` from a fused ``qkv``: ``Q^``/``K^`` the first
+    ``h / 2`` heads' rows of ``Q``/``K``, ``V`` all of its rows.
 
     Args:
         qkv_weight (Tensor): ``(3C, C_in)``, rows ``[Q; K; V]``.
         qkv_bias (Tensor, optional): ``(3C,)``.
 
     Returns:
-        dict: ``{'q.weight', 'k.weight', 'v.weight'}`` (``(C/2, C_in)``,
-        ``(C/2, C_in)``, ``(C, C_in)``) and the biases when given.
+        dict: ``'q.weight'``, ``'k.weight'`` ``(C/2, C_in)``, ``'v.weight'``
+        ``(C, C_in)``, and the biases when given.
     """
     C = qkv_weight.shape[0] // 3
     half = C // 2

@@ -1,58 +1,6 @@
-"""hMHSA with IHH moved from the maps onto the keys: the fused and the
-stacked forms.
-
-The explicit form (:func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`
-with ``form='explicit'``) builds the ``g = h / 2`` real maps
-``A_j = s Q_j K_j^T`` (``s`` the logit scale), filters each on its key grid
-(IHH, filter ``w_j``) and mixes them (CHH, ``c_ij``). IHH is linear in the
-keys:
-
-* ``IHH_j(A_j) = s Q_j (K'_j)^T`` with ``K'_j = conv_grid(K_j; w_j)``,
-  the same ``k x k`` filter run over the key grid of each channel of
-  ``K_j`` with the same zero padding at the grid border; a key that is not
-  on the grid (a class token) sees only the centre tap:
-  ``K'_j[cls] = w_j[centre] K_j[cls]``;
-* then ``A_h,i = CHH(IHH(A))_i = sum_j c_ij s Q_j (K'_j)^T``.
-
-So IHH never runs over a map: filtering the ``d`` channels of ``N_k`` keys
-costs ``k^2 N_k d`` instead of ``k^2 N_q N_k`` per map, and the IHH scores
-are one more product of the same size as the real scores. Two forms use it;
-both give the explicit form's function:
-
-* **fused** (:func:`fused_hallucinated_attention`): the real heads in
-  torch's fused ``scaled_dot_product_attention`` (no real map is written);
-  the hallucinated heads as ``softmax(CHH(s Q_j K'_j^T) + bias + mask) V``,
-  or also in the fused kernel when ``g = 1`` (CHH is then one factor, put
-  into the query). The softmax is per head, so the two halves are two
-  attentions over ``V``'s first and second half of heads.
-* **stacked** (:func:`stacked_hallucinated_attention`): the real and the IHH
-  scores of map ``j`` in one product ``s Q_j [K_j; K'_j]^T``, CHH on the IHH
-  half, then one softmax over all ``h`` maps and one product with ``V``, as
-  the explicit form does. Fewer calls; every map is written.
-
-(An earlier fused form mixed the maps through the queries,
-``s [c_i1 Q_1 .. c_ig Q_g] [K'_1 .. K'_g]^T``: heads of width ``g d``, ``g``
-times the score FLOPs of mixing the ``g`` IHH maps, and slower.)
-
-**A mask** is zeroed in the *input* of IHH in the explicit form, so score
-``(i, p)`` of a hallucinated map sums the neighbours ``p + t`` of key ``p``
-that query ``i`` may see. On the keys this is exact when the mask is a
-*region* mask over one token set (queries = keys, ``i`` may see ``p`` iff
-both lie in the same region, as Swin's shifted windows are): for every
-score that survives the mask, ``i`` sees ``p + t`` iff ``p`` sees
-``p + t``, so the neighbour ``p + t`` of key ``p`` is gated by row ``p`` of
-the mask, which no longer depends on the query. Scores the mask forbids
-differ between the forms, and both get the mask's offset.
-
-FLOPs (multiply-adds, one image, ``n`` queries, ``n_kv`` keys of which
-``e`` off the grid, filter side ``k``): the explicit form spends
-``k^2 n (n_kv - e) g`` on IHH and ``n n_kv g^2`` on CHH; these forms
-``k^2 (n_kv - e) g d`` on IHH, ``n n_kv g d`` on the IHH scores and
-``n n_kv g^2`` on CHH (none in the fused form when ``g = 1``)
-(:func:`~mmvitaccel.ops.hmhsa_costs.hmhsa_flops`).
-
-Plain torch.
-"""
+"""hMHSA's fused and stacked forms, IHH on the keys: ``IHH_j(A_j) = s Q_j
+K'_j^T``, ``K'_j = conv_grid(K_j; w_j)``, ``A_h,i = sum_j c_ij s Q_j K'_j^T``;
+masks only as region masks (``docs/hmhsa_cffn_design.md#forms``)."""
 import warnings
 
 import torch
@@ -70,13 +18,8 @@ __all__ = [
 
 
 def _grid_neighbours(grid, kernel_size, device):
-    """Index of the neighbour of every grid key under every filter tap.
-
-    Returns:
-        tuple[Tensor, Tensor]: ``index`` ``(k^2, H W)`` (long, 0 where out
-        of the grid) and ``inside`` ``(k^2, H W)`` (bool), taps in the
-        raster order of the filter (the order of ``F.unfold``).
-    """
+    """Neighbour index ``(k^2, H W)`` of each grid key per tap (unfold order),
+    and whether it lies inside the grid."""
     Hk, Wk = grid
     r = kernel_size // 2
     ys = torch.arange(Hk, device=device).view(1, Hk, 1)
@@ -96,17 +39,11 @@ def _allowed(mask):
 
 
 def key_filter_operator(weight, grid, num_extra=0):
-    """IHH on the keys as one sparse matrix: ``K' = M K`` for all ``g``
-    maps at once.
+    """IHH on the keys as one sparse matrix, ``K' = M K`` for all ``g`` maps.
 
-    ``M`` is block-diagonal over the maps, ``(g N_k, g N_k)``; row ``p`` of
-    block ``j`` holds ``w_j`` at the grid neighbours of key ``p`` (only the
-    taps inside the grid, which is the zero padding of the convolution) and
-    a non-grid key's row holds the centre tap alone. It does the filter's
-    multiply-adds without the padded taps, in one call. Eager inference uses
-    it on the keys at batch 1 (:func:`hallucinated_keys`) and on the maps at
-    any batch (``AttentionHallucination.hallucinate``), where the
-    convolutions' layout copies and calls cost more than their arithmetic.
+    ``M`` is block-diagonal ``(g N_k, g N_k)``: row ``p`` of block ``j``
+    holds ``w_j`` at key ``p``'s in-grid neighbours; an off-grid key's row
+    the centre tap.
 
     Args:
         weight (Tensor): The ``g`` filters ``(g, 1, k, k)``.
@@ -142,9 +79,8 @@ def key_filter_operator(weight, grid, num_extra=0):
 
 
 def sparse_filter_applies(x):
-    """Whether IHH may run as a sparse product on ``x`` (keys or maps):
-    eager inference, on the CPU, in float32/float64 (module notes of
-    :func:`key_filter_operator`).
+    """Whether IHH may run as a sparse product on ``x``: eager inference,
+    CPU, float32/float64.
 
     Args:
         x (Tensor): The keys or maps to filter.
@@ -157,9 +93,8 @@ def sparse_filter_applies(x):
 
 
 def key_side_mask(mask, n_kv, num_extra=0):
-    """Whether the key-side forms take ``mask``: shaped as a region mask
-    over the key grid, ``(B or 1, 1, N_k, N_k)`` or ``(N_k, N_k)``, with no
-    key off the grid (module notes). None is always taken.
+    """Whether the key-side forms take ``mask``: None, or a region mask
+    ``(B or 1, 1, N_k, N_k)`` / ``(N_k, N_k)`` with no off-grid key.
 
     Args:
         mask (Tensor, optional): The attention mask.
@@ -179,25 +114,20 @@ def hallucinated_keys(k, ihh, grid, num_extra=0, mask=None):
     """``K'_j = conv_grid(K_j; w_j)``: IHH moved from the maps to the keys.
 
     Args:
-        k (Tensor): ``K^`` ``(B, g, N_k, d)``, ``N_k = num_extra + H_k
-            W_k``, grid keys in raster order.
-        ihh (IntraHeadHallucination): holds the ``g`` filters
-            ``(g, 1, k, k)``.
+        k (Tensor): ``K^`` ``(B, g, N_k, d)``, grid keys in raster order.
+        ihh (IntraHeadHallucination): holds the ``g`` filters.
         grid (tuple[int, int]): ``(H_k, W_k)``.
         num_extra (int): Leading non-grid keys (centre tap only).
-        mask (Tensor, optional): A region mask (see the module notes),
-            bool or additive, ``(B or 1, 1, N_k, N_k)``; a neighbour of key
-            ``p`` that row ``p`` forbids is left out of ``K'[p]``.
+        mask (Tensor, optional): region mask ``(B or 1, 1, N_k, N_k)``; a
+            neighbour that row ``p`` forbids is left out of ``K'[p]``.
 
     Returns:
-        Tensor: ``K'`` ``(B, g, N_k, d)``, so that
-        ``Q_j K'_j^T = IHH_j(Q_j K_j^T)`` for every query.
+        Tensor: ``K'`` ``(B, g, N_k, d)``.
     """
     B, G, Nk, d = k.shape
     Hk, Wk = grid
     weight = ihh.conv.weight  # (g, 1, k, k)
-    # the module's int, not the weight's size: torch < 2.2's tracer (the
-    # FLOP counter) hands sizes on as tensors, which conv2d's padding refuses
+    # the module's int: torch < 2.2's tracer hands sizes on as tensors
     ks = ihh.conv.kernel_size[-1]
     if G != ihh.num_maps or Nk != num_extra + Hk * Wk:
         raise ValueError(f'IHH expects keys (B, {ihh.num_maps}, {num_extra} '
@@ -252,8 +182,7 @@ def _logit_mask(bias, mask, dtype):
 
 
 def _split_heads(attn_mask, g):
-    """The real and the hallucinated heads' part of a ``(.., h|1, .., ..)``
-    mask."""
+    """Real and hallucinated heads' parts of a ``(.., h|1, .., ..)`` mask."""
     if attn_mask is None or attn_mask.dim() < 3 or attn_mask.shape[-3] == 1:
         return attn_mask, attn_mask
     return attn_mask[..., :g, :, :], attn_mask[..., g:, :, :]
@@ -262,12 +191,9 @@ def _split_heads(attn_mask, g):
 def fused_hallucinated_attention(q, k, v, hallucination, grid, num_extra=0,
                                  scale=None, bias=None, mask=None,
                                  dropout_p=0.0):
-    """hMHSA with IHH on the keys and no map for the real heads (module
-    notes): the real heads in SDPA's fused kernel; the hallucinated heads in
-    it too when ``g = 1``, else ``softmax(CHH(s Q_j K'_j^T)) V``.
+    """hMHSA, IHH on the keys, the real heads (and all at ``g = 1``) in SDPA.
 
-    Args and Returns: as :func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`
-    (``mask`` must be a region mask, see the module notes).
+    Args and Returns: as :func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`.
     """
     B, G, Nq, d = q.shape
     if scale is None:
@@ -282,8 +208,7 @@ def fused_hallucinated_attention(q, k, v, hallucination, grid, num_extra=0,
             q * (c * scale), kh, v[:, G:], attn_mask=m_hall,
             dropout_p=dropout_p, scale=1.0)
     else:
-        # IHH_j(A_j) = s Q_j K'_j^T, then CHH mixes the g maps (the CPU
-        # fused kernel cannot take the mix)
+        # IHH_j(A_j) = s Q_j K'_j^T, then CHH mixes the g maps
         logits = cross_head_mix(c, attention_logits(q, kh, scale))
         if m_hall is not None:
             logits = mask_logits(logits, m_hall)
@@ -299,12 +224,9 @@ def fused_hallucinated_attention(q, k, v, hallucination, grid, num_extra=0,
 def stacked_hallucinated_attention(q, k, v, hallucination, grid,
                                    num_extra=0, scale=None, bias=None,
                                    mask=None, dropout_p=0.0):
-    """hMHSA with IHH on the keys and all ``h`` maps in one softmax: the
-    real and the IHH scores of map ``j`` in one product
-    ``s Q_j [K_j; K'_j]^T``, CHH across the IHH halves (module notes).
+    """hMHSA, IHH on the keys, ``s Q_j [K_j; K'_j]^T`` and one softmax.
 
-    Args and Returns: as :func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`
-    (``mask`` must be a region mask, see the module notes).
+    Args and Returns: as :func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`.
     """
     Nk = k.shape[2]
     if scale is None:
@@ -320,8 +242,7 @@ def stacked_hallucinated_attention(q, k, v, hallucination, grid,
 
 
 def maps_times_values(attn, v, bias=None, mask=None, dropout_p=0.0):
-    """``softmax(A + bias + mask) V`` over all ``h`` maps, the last step of
-    the explicit and the stacked forms.
+    """``softmax(A + bias + mask) V`` over all ``h`` maps.
 
     Args:
         attn (Tensor): pre-softmax maps ``A`` ``(B, h, N_q, N_k)``.
@@ -342,9 +263,7 @@ def maps_times_values(attn, v, bias=None, mask=None, dropout_p=0.0):
 
 
 def cross_head_mix(weight, maps):
-    """CHH, the 1x1 convolution across maps, ``sum_j c_ij maps_j``, as one
-    batched product (the same sums in one call; mmengine's counter counts
-    the product as the convolution).
+    """CHH, ``sum_j c_ij maps_j``, as one batched product.
 
     Args:
         weight (Tensor): ``c`` ``(g, g)``.

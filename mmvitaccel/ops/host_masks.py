@@ -1,22 +1,5 @@
-"""Facts about validity masks, decided on the host from shapes.
-
-The padding mask of :func:`~mmvitaccel.ops.windows.pad_to_multiple` and
-every mask derived from it (key regions, covered semantic tokens, the
-validity of pooled semantic tokens) is a function of two shapes: the real
-map ``(H, W)`` and the padded one ``(Hp, Wp)``. The host knows both, so
-whether such a mask is all True (which chooses the faster unmasked
-attention) and how many windows a region covers (which sizes a gather) are
-decided here, never by reading a device tensor: on small CPU *twins* of
-the masks, built from the shapes with the same operators as on the device
-and cached by shape (:func:`functools.lru_cache`).
-
-The facts (:func:`unpadded`, :func:`semantic_all_valid`,
-:func:`semantic_extent`, :func:`regions_all_valid`) are None without the
-real size or while a graph is captured (:func:`~mmvitaccel.ops.is_capturing`):
-the captured code takes the general branch, which holds for every input.
-
-Plain torch: no registry, no OpenMMLab imports.
-"""
+"""Facts about padding-derived masks, decided on the host from ``(H, W)`` and
+``(Hp, Wp)`` on cached CPU twins; None without ``(H, W)`` or under capture."""
 import functools
 
 import torch
@@ -37,14 +20,13 @@ def _pair(hw):
 
 
 def padded_shape(hw, multiple):
-    """``(Hp, Wp)``: ``(H, W)`` rounded up to multiples of ``multiple``, as
-    :func:`~mmvitaccel.ops.windows.pad_to_multiple` pads."""
+    """``(H, W)`` rounded up to multiples of ``multiple``: ``(Hp, Wp)``."""
     return tuple(-(-int(n) // multiple) * multiple for n in hw)
 
 
 def unpadded(hw, padded_hw):
     """Whether a map of real size ``hw`` padded to ``padded_hw`` has no
-    padding, i.e. its validity mask is all True.
+    padding.
 
     Args:
         hw (tuple[int, int] | None): the real ``(H, W)``.
@@ -59,9 +41,7 @@ def unpadded(hw, padded_hw):
 
 
 def host_valid(hw, padded_hw):
-    """The padding mask of an ``H x W`` map padded to ``Hp x Wp``, on the
-    CPU: the twin of the mask :func:`~mmvitaccel.ops.windows.pad_to_multiple`
-    builds on the device (the same expression).
+    """CPU twin of :func:`~mmvitaccel.ops.windows.pad_to_multiple`'s mask.
 
     Args:
         hw (tuple[int, int]): ``(H, W)``.
@@ -91,10 +71,8 @@ def _semantic_valid(hw, padded_hw, window, tokens):
 
 
 def semantic_valid_host(hw, padded_hw, window, tokens):
-    """The validity of the ``tokens x tokens`` tokens pooled from every
-    ``window x window`` window of the padded map (STViT's initial centres:
-    :func:`~mmvitaccel.ops.pool_centres`, ``IntraInterPooling``), on their
-    grid, on the CPU.
+    """Validity of the ``tokens x tokens`` centres pooled from each window
+    (:func:`~mmvitaccel.ops.pool_centres`) on their grid, on the CPU.
 
     Args:
         hw (tuple[int, int]): the real map ``(H, W)``.
@@ -113,8 +91,7 @@ def semantic_valid_host(hw, padded_hw, window, tokens):
 def _semantic_facts(hw, padded_hw, window, tokens):
     grid = _semantic_valid(hw, padded_hw, window, tokens)
     extent = (int(grid.any(1).sum()), int(grid.any(0).sum()))
-    # the pooling bins are ordered, so the valid tokens are a rectangle at
-    # the top left: the grid's validity is a padding mask of that extent
+    # ordered bins: the valid tokens are a top-left rectangle
     if not torch.equal(grid, _host_valid(extent, tuple(grid.shape))):
         raise AssertionError(f'semantic validity of {hw} in {padded_hw} is '
                              f'not a padding mask')
@@ -122,25 +99,15 @@ def _semantic_facts(hw, padded_hw, window, tokens):
 
 
 def semantic_all_valid(hw, padded_hw, window, tokens):
-    """Whether every pooled token is valid (no bin lies entirely in the
-    padding; :func:`semantic_valid_host`).
-
-    Returns:
-        bool | None: None when ``hw`` is None or under graph capture.
-    """
+    """Whether every pooled token is valid (None: unknown)."""
     if hw is None or is_capturing():
         return None
     return _semantic_facts(_pair(hw), _pair(padded_hw), window, tokens)[0]
 
 
 def semantic_extent(hw, padded_hw, window, tokens):
-    """The real extent of the pooled tokens' grid: its validity
-    (:func:`semantic_valid_host`) is the padding mask of that extent.
-
-    Returns:
-        tuple[int, int] | None: rows and columns holding a valid token;
-        None when ``hw`` is None or under graph capture.
-    """
+    """Rows and columns of the pooled grid holding a valid token (None:
+    unknown); the grid's validity is the padding mask of that extent."""
     if hw is None or is_capturing():
         return None
     return _semantic_facts(_pair(hw), _pair(padded_hw), window, tokens)[1]
@@ -171,14 +138,10 @@ def _regions_all_valid(hw, padded_hw, window, size, placement, tokens,
 
 def regions_all_valid(hw, padded_hw, window, size, placement='centred',
                       tokens=None, dense=False):
-    """Whether every key of the region attention of STViT's
-    ``attend_regions`` is valid: the key validity of
-    :func:`~mmvitaccel.ops.neighbourhood_windows` (``dense=False``) or
-    :func:`~mmvitaccel.ops.neighbourhood_mask` (``dense=True``), with
-    ``tokens``: after the covered pooled tokens
-    (:func:`~mmvitaccel.ops.region_windows_with_tokens`,
-    :func:`~mmvitaccel.ops.covered_tokens_mask`, their validity that of
-    :func:`semantic_valid_host`).
+    """Whether every key of STViT's region attention is valid (the masks
+    of :func:`~mmvitaccel.ops.neighbourhood_windows` or, ``dense``,
+    :func:`~mmvitaccel.ops.neighbourhood_mask`, after the covered pooled
+    tokens when ``tokens`` is given).
 
     Args:
         hw (tuple[int, int] | None): the real map ``(H, W)``.

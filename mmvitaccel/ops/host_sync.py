@@ -1,28 +1,5 @@
-"""The one way a forward reads a tensor's value on the host, and the one
-way it copies host data to a device.
-
-On an accelerator, reading a value (``.item()``, ``bool(t)``, ``int(t)``,
-``.tolist()``) waits for every kernel queued before it (a device-to-host
-synchronisation) and stops CUDA graphs. The forwards of this package make
-their decisions from shapes, which the host knows, except where the data
-decides by nature: how many tokens token pruning keeps. Those reads, and
-only those, go through :func:`host_read`, each under a reason listed in
-:data:`HOST_READS` (and in ``docs/guarantees.md``, "Host reads").
-
-On the ``meta`` device there is no value to read: :func:`host_read` returns
-the caller's static bound (e.g. "every token is kept"), so that a model's
-shapes can be inferred on ``meta`` without data.
-
-The other direction: a tensor made from Python data on a device
-(``torch.tensor(rows, device=...)``, ``.to(device)`` of a CPU tensor) is a
-host-to-device copy, which from pageable memory also blocks the host, on
-every call. A forward that needs such a constant (index tables built from
-shapes) gets it from :func:`device_constant`, which builds it once per key
-and device and keeps it. :func:`recorded_host_copies` records every other
-copy made inside a block (the tests run the forwards under it).
-
-Plain torch: no registry, no OpenMMLab imports.
-"""
+"""The one way a forward reads a value on the host (:func:`host_read`) and
+copies host data to a device (:func:`device_constant`); docs/guarantees.md."""
 import contextlib
 import threading
 from collections import Counter, OrderedDict
@@ -38,9 +15,7 @@ __all__ = [
     'recorded_host_copies'
 ]
 
-#: every reason a forward may read a tensor's value on the host: the kept
-#: token counts of token pruning, which the data decides
-#: (``docs/guarantees.md``, "Host reads", lists where and how often)
+#: every reason a forward may read a value on the host (docs/guarantees.md)
 HOST_READS = {
     'kept_token_counts':
     'token pruning drops tokens: the largest and smallest kept count of '
@@ -53,13 +28,12 @@ _recorders = []
 
 
 def host_read(tensor, bound, reason):
-    """``tensor.tolist()``: its value on the host, a data-dependent read.
+    """``tensor.tolist()``, a data-dependent host read.
 
     Args:
         tensor (Tensor): the value, usually 0-d or a few entries.
-        bound (int | float | list): what to return on the ``meta`` device,
-            where there is no value: a static bound that keeps the shapes
-            valid (e.g. the number of tokens, "every token kept").
+        bound (int | float | list): returned on ``meta``: a static bound
+            that keeps the shapes valid (e.g. every token kept).
         reason (str): a key of :data:`HOST_READS`.
 
     Returns:
@@ -80,11 +54,10 @@ def host_read(tensor, bound, reason):
 
 @contextlib.contextmanager
 def recorded_host_reads():
-    """Count the :func:`host_read` calls made inside the block, by reason.
+    """Count the :func:`host_read` calls inside the block, by reason.
 
     Yields:
-        collections.Counter: reason -> number of reads, filled as the
-        block runs.
+        collections.Counter: reason -> number of reads.
     """
     seen = Counter()
     _recorders.append(seen)
@@ -96,24 +69,18 @@ def recorded_host_reads():
 
 # --- host-to-device copies ---------------------------------------------------
 
-#: the most constants :func:`device_constant` keeps, all keys and devices
-#: together (the least recently used one goes first; the keys are few: one
-#: per window and bin grid of a model, per device)
+#: most constants :func:`device_constant` keeps (least recently used goes)
 MAX_DEVICE_CONSTANTS = 64
 #: (key, device) -> (tensors, their version counters when built)
 _constants = OrderedDict()
 _lock = threading.Lock()
-#: ``building``: how deep this thread is inside a :func:`device_constant`
-#: build (the copies there are the allowed ones)
+#: ``building``: depth of this thread in :func:`device_constant` builds
 _local = threading.local()
 
 
 def _graph_or_fake():
-    """Whether tensors made now belong to a graph being recorded (Dynamo,
-    the TorchScript tracer, ``make_fx``) or are fake (``torch.export``'s
-    fake tensors): then a constant is made afresh, never kept, and a kept
-    one never handed out. A measuring dispatch mode (a FLOP counter) does
-    not count."""
+    """Whether tensors made now are recorded into a graph or fake (then no
+    constant is kept or handed out); a measuring dispatch mode is not."""
     if is_capturing() or torch.jit.is_tracing():
         return True
     keys = getattr(torch._C, '_TorchDispatchModeKey', None)
@@ -126,27 +93,12 @@ def _graph_or_fake():
 
 def device_constant(key, build, device):
     """Tensors made from host data, built once per ``key`` and device and
-    kept: the one way a forward copies host data to a device.
-
-    The first call for a key and device builds (one host-to-device copy per
-    tensor); later ones return the same tensors, with no copy and no
-    synchronisation. They are shared by every caller: **do not modify
-    them** (a caller that needs to, clones). Should one be modified in
-    place anyway, its version counter tells, and the next call builds
-    afresh. They are built outside inference mode, so that a first call
-    under ``torch.inference_mode`` does not keep inference tensors that
-    autograd would refuse later. While a graph is recorded or tensors are
-    fake (``torch.compile``, ``torch.export``, the TorchScript tracer,
-    ``make_fx``) nothing is kept nor handed out: ``build`` runs and its
-    tensors are constants of the graph.
+    kept (read only; rebuilt if modified in place; not kept under capture).
 
     Args:
-        key (tuple): hashable; every input of ``build`` but the device
-            (e.g. ``('stvit.bin_indices', window, out)``).
-        build (callable): ``build(device) -> tuple[Tensor, ...]``, made from
-            host data on ``device``.
-        device (torch.device | str): where the tensors live (``'cuda'``
-            without an index: the current one).
+        key (tuple): hashable; every input of ``build`` but the device.
+        build (callable): ``build(device) -> tuple[Tensor, ...]``.
+        device (torch.device | str): where the tensors live.
 
     Returns:
         tuple[Tensor, ...]: what ``build`` returned (kept: read only).
@@ -187,34 +139,31 @@ def _off_host(device):
 
 
 def _from_host(data, device):
-    """Whether making ``data`` (Python data, or a tensor) a tensor on
-    ``device`` copies from the host to another device."""
+    """Whether making ``data`` a tensor on ``device`` copies from the host."""
     if isinstance(data, torch.Tensor) and data.device.type != 'cpu':
         return False  # from a device: not from the host
     return _off_host(device)
 
 
 def _host_data(part):
-    """Whether an index or a value to assign is host data that becomes a
-    tensor on the device: a list, an array, or a CPU tensor of more than
-    one entry (a 0-d one is read as a number)."""
+    """Whether an index or assigned value is host data: a list, an array or
+    a CPU tensor of more than one entry."""
     if isinstance(part, torch.Tensor):
         return part.device.type == 'cpu' and part.dim() > 0
     return isinstance(part, list) or hasattr(part, '__array__')
 
 
-#: the factories that make a tensor from data (``torch.asarray``: >= 1.11)
+#: factories that make a tensor from data (``torch.asarray``: >= 1.11)
 _FACTORIES = tuple(f for f in (torch.tensor, torch.as_tensor,
                                getattr(torch, 'asarray', None)) if f)
-#: the methods that move a CPU tensor to an accelerator of their name
+#: methods that move a CPU tensor to their accelerator
 _TO_DEVICE = tuple(getattr(torch.Tensor, n) for n in ('cuda', 'xpu', 'hpu',
                                                         'mtia')
                    if hasattr(torch.Tensor, n))
 
 
 def _host_copy(func, args, kwargs):
-    """What host-to-device copy ``func(*args, **kwargs)`` makes, in words,
-    or None."""
+    """The host-to-device copy ``func(*args, **kwargs)`` makes, or None."""
     name = getattr(func, '__name__', str(func))
     if func in _FACTORIES:
         data = args[0] if args else kwargs.get('data', kwargs.get('obj'))
@@ -255,8 +204,7 @@ def _host_copy(func, args, kwargs):
 
 
 class _HostCopyMode(TorchFunctionMode):
-    """Appends to ``seen`` each host-to-device copy a torch function makes
-    outside :func:`device_constant` builds."""
+    """Records each host-to-device copy outside :func:`device_constant`."""
 
     def __init__(self, seen):
         super().__init__()
@@ -274,18 +222,10 @@ class _HostCopyMode(TorchFunctionMode):
 @contextlib.contextmanager
 def recorded_host_copies():
     """Record the host-to-device copies made inside the block, but those of
-    :func:`device_constant`'s builds.
-
-    Seen: ``torch.tensor``/``torch.as_tensor``/``torch.asarray`` of Python
-    data or a CPU tensor onto another device (the default device when none
-    is given), ``Tensor.new_tensor`` onto one, ``.to(device)``/``.cuda()``
-    of a CPU tensor, ``copy_`` of a CPU tensor into one, and indexing or
-    assigning into a device tensor with a list, an array or a CPU tensor.
-    ``meta`` counts as a device (the tests run the forwards there). Not
-    seen: copies made below torch's Python functions (C++ code).
+    :func:`device_constant`'s builds (``meta`` counts as a device).
 
     Yields:
-        list[str]: each copy, in words, appended as the block runs.
+        list[str]: each copy, in words.
     """
     seen = []
     with _HostCopyMode(seen):

@@ -1,27 +1,5 @@
-"""Keep masks and keep counts: the selectors of token pruning (SaiT, AS-ViT).
-
-Split from :mod:`mmvitaccel.ops.token_pruning` (which, with
-:mod:`mmvitaccel.ops`, still exports every name). Conventions there: scores
-are ``(B, N)`` over the patch tokens; a keep mask is ``(B, N)`` bool (or
-float, the straight-through one) over them.
-
-Three selectors:
-
-* :func:`value_keep_count` / :func:`value_keep_counts` /
-  :func:`topk_keep_mask` (SaiT value): the ``K`` highest scores,
-  ``K = round(rho * (N + 1))`` tokens *with* the class token, i.e. ``K - 1``
-  patch tokens;
-* :func:`mass_keep_mask` (SaiT mass): the fewest tokens whose cumulative
-  (sorted, normalised) score reaches ``M_th``;
-* :func:`threshold_keep_mask` (AS-ViT): ``M_i = sigmoid((S_i - theta) /
-  tau)``, ``tau = 1e-4``, hardened to ``S_i > theta`` with a straight-through
-  estimator (the forward value is the hard mask, the gradient the soft one).
-
-And AS-ViT's batched inference, every image cut to the batch-mean count
-(:func:`batch_mean_kept_index`, :func:`batch_mean_keep_mask`).
-
-Plain torch: no registry, no OpenMMLab imports.
-"""
+"""Selectors of token pruning (SaiT value and mass, AS-ViT threshold and
+batch mean); scores and keep masks are ``(B, N)`` over the patch tokens."""
 import math
 
 import torch
@@ -36,11 +14,8 @@ __all__ = [
 
 
 def value_keep_count(num_patches, density):
-    """Patch tokens kept by SaiT's value selector.
-
-    ``K = round(rho * (N + 1))`` counts the class token, so ``K - 1`` patch
-    tokens are kept (at least one, at most ``N``); ``rho = 1`` keeps all.
-    Halves round up (``floor(x + 0.5)``), not to even.
+    """Patch tokens kept by SaiT's value selector: ``K = round(rho (N + 1))``
+    with the class token, so ``K - 1`` (in ``[1, N]``); halves round up.
 
     Args:
         num_patches (int): ``N``.
@@ -61,8 +36,7 @@ def topk_keep_mask(scores, count, valid=None):
     Args:
         scores (Tensor): ``(B, N)``.
         count (int | Tensor): an int, or ``(B,)`` per-image counts.
-        valid (Tensor, optional): ``(B, N)`` bool; invalid tokens (already
-            pruned) are never kept.
+        valid (Tensor, optional): ``(B, N)`` bool; invalid never kept.
 
     Returns:
         Tensor: ``(B, N)`` bool keep mask.
@@ -81,17 +55,13 @@ def topk_keep_mask(scores, count, valid=None):
 
 
 def mass_keep_mask(scores, mass_threshold, valid=None):
-    """SaiT mass selector: the fewest tokens reaching a cumulative score.
-
-    With ``s`` the scores normalised to sum one and sorted descending,
-    ``K = min{k : sum_{j <= k} s_j >= M_th}``; ``M_th >= 1`` keeps every
-    token.
+    """SaiT's mass selector: ``K = min{k : sum_{j <= k} s_j >= M_th}``, ``s``
+    the normalised scores sorted descending; ``M_th >= 1`` keeps all.
 
     Args:
         scores (Tensor): ``(B, N)`` non-negative scores.
         mass_threshold (float): ``M_th`` in ``(0, 1]``.
-        valid (Tensor, optional): ``(B, N)`` bool; invalid tokens have no
-            mass and are never kept.
+        valid (Tensor, optional): ``(B, N)`` bool; invalid never kept.
 
     Returns:
         tuple[Tensor, Tensor]: ``(B, N)`` bool keep mask and ``(B,)`` counts.
@@ -108,27 +78,22 @@ def mass_keep_mask(scores, mass_threshold, valid=None):
         return keep, keep.sum(dim=-1)
     mass = scores / scores.sum(dim=-1, keepdim=True).clamp_min(1e-12)
     cumulative = mass.sort(dim=-1, descending=True)[0].cumsum(dim=-1)
-    # a tolerance so that rounding in the cumulative sum does not add a token
+    # tolerance: rounding in the cumsum must not add a token
     count = ((cumulative < mass_threshold - 1e-6).sum(dim=-1) + 1).clamp(
         max=N)
     return topk_keep_mask(scores, count, valid), count
 
 
 def threshold_keep_mask(scores, threshold, tau=1e-4, valid=None):
-    """AS-ViT learnable threshold with a straight-through estimator.
-
-    ``M_soft = sigmoid((S - theta) / tau)``, ``M_hard = [S > theta]``,
-    returned as ``M_hard + M_soft - stopgrad(M_soft)``: the value is the
-    hard mask, the gradient (to ``S`` and ``theta``) the soft one. The
-    highest-scoring token is always kept so that no image loses all of its
-    patches.
+    """AS-ViT's threshold: ``M_hard + M_soft - stopgrad(M_soft)``,
+    ``M_soft = sigmoid((S - theta) / tau)``, ``M_hard = [S > theta]``; the
+    best token is always kept.
 
     Args:
         scores (Tensor): ``(B, N)``.
         threshold (Tensor | float): ``theta``, a scalar (learnable).
         tau (float): the temperature; ``1e-4`` in AS-ViT.
-        valid (Tensor, optional): ``(B, N)`` bool of tokens still alive;
-            the result is multiplied by it.
+        valid (Tensor, optional): ``(B, N)`` bool of tokens still alive.
 
     Returns:
         Tensor: ``(B, N)`` float mask (values 0/1).
@@ -138,7 +103,7 @@ def threshold_keep_mask(scores, threshold, tau=1e-4, valid=None):
     hard = (scores > threshold)
     masked = scores if valid is None else scores.masked_fill(
         ~valid, float('-inf'))
-    # one-hot of the best token (a comparison: also for a data-dependent N)
+    # one-hot of the best token (a comparison: works for a dynamic N)
     best = torch.arange(scores.shape[-1], device=scores.device) == \
         masked.argmax(dim=-1, keepdim=True)
     hard = (hard | best).to(scores.dtype)
@@ -146,8 +111,7 @@ def threshold_keep_mask(scores, threshold, tau=1e-4, valid=None):
         torch.is_tensor(threshold) and threshold.requires_grad))
     if learns:
         soft = torch.sigmoid((scores - threshold) / tau)
-        # (soft - stopgrad(soft)) is exactly 0: the value is the hard mask
-        # to the bit (hard + soft - soft would round to 1 - ulp)
+        # soft - soft.detach() is exactly 0: the value is hard to the bit
         mask = hard + (soft - soft.detach())
     else:  # nothing to differentiate: the hard mask alone
         mask = hard
@@ -155,16 +119,8 @@ def threshold_keep_mask(scores, threshold, tau=1e-4, valid=None):
 
 
 def batch_mean_kept_index(scores, keep):
-    """AS-ViT batched inference: every image keeps the batch-mean count of
-    tokens, its highest-scoring ones; their positions, ascending.
-
-    ``K = round(mean_b |keep_b|)`` (at least 1); each image keeps its top
-    ``K`` scores. The mean is read on the host
-    (:func:`~.host_sync.host_read`, ``'batch_mean_token_count'``; ``N`` on
-    the ``meta`` device). Every row gets the same ``K``, so nothing is
-    padded: a caller that cuts every image to the mean at each location
-    keeps equal alive counts, and ``K`` (a mean of counts at most that
-    count) never exceeds them.
+    """AS-ViT's batched inference: each image keeps its top ``K = round(
+    mean_b |keep_b|)`` tokens (read on the host, ``'batch_mean_token_count'``).
 
     Args:
         scores (Tensor): ``(B, N)``; ``-inf`` where a token may not be kept.
@@ -180,8 +136,7 @@ def batch_mean_kept_index(scores, keep):
 
 
 def batch_mean_keep_mask(scores, keep):
-    """:func:`batch_mean_kept_index` as a ``(B, N)`` bool mask, ``K``
-    tokens per row.
+    """:func:`batch_mean_kept_index` as a ``(B, N)`` bool mask.
 
     Args:
         scores (Tensor): ``(B, N)``.
@@ -195,24 +150,15 @@ def batch_mean_keep_mask(scores, keep):
 
 
 def value_keep_counts(alive, density):
-    """:func:`value_keep_count` per image, for tensors of alive counts.
-
-    Computed in int64, not in float64 (which MPS lacks and most GPUs run
-    slowly), with the result of :func:`value_keep_count`'s float64
-    expression, roundings included, for every density and every count
-    below ``2**31`` (:func:`_float64_round_half_up`). Exact rational
-    arithmetic would differ: ``rho = 0.7``, ``n = 4`` gives ``fl(0.7 *
-    5) = 3.5`` in float64 (3 patch tokens kept) but ``0.7 * 5 < 3.5``
-    exactly, for ``0.7`` is stored a little low (2 kept).
+    """:func:`value_keep_count` per image, in int64 with float64's roundings
+    (``docs/token_pruning_design.md``, "ops/keep_masks.py").
 
     Args:
-        alive (Tensor): ``(B,)`` integer, patch tokens still alive (each
-            below ``2**31``).
+        alive (Tensor): ``(B,)`` integer, patch tokens alive (< ``2**31``).
         density (float): ``rho`` in ``(0, 1]``.
 
     Returns:
-        Tensor: ``(B,)`` long, ``clamp(floor(rho * (n + 1) + 0.5) - 1, 1,
-        n)``, ``rho * (n + 1)`` and the ``+ 0.5`` rounded to float64.
+        Tensor: ``(B,)`` long.
     """
     if not 0. < density <= 1.:
         raise ValueError(f'density must be in (0, 1], got {density}')
@@ -221,29 +167,12 @@ def value_keep_counts(alive, density):
     return torch.minimum(alive, (total - 1).clamp_min(1))
 
 
-#: limbs of the 54-bit numerator: two halves of 27 bits, whose products
-#: with counts below ``2**31`` stay below ``2**58`` (int64)
+#: limb width: products with counts below ``2**31`` stay below ``2**58``
 _LIMB = 27
 
 
 def _float64_round_half_up(t, density):
-    """``floor(fl(fl(rho * t) + 0.5))`` in int64 for ``1 <= t <= 2**31``,
-    where ``fl`` rounds to the nearest float64 (ties to even): the same
-    integer wherever it is 2 or more; where float64 gives 1 this may give 0
-    (the caller's clamp makes them one).
-
-    With ``rho = m / 2**s`` exactly (``float.as_integer_ratio``; ``s >= 28``
-    after scaling ``m``), ``x = rho * t = m t / 2**s`` and ``q = floor(x +
-    1/2)``, ``x < q + 1/2``. The float64 value is ``q``, or ``q + 1``
-    where ``fl(x)`` rounds up to the half ``q + 1/2``: the double below it
-    lies ``2**(E - 52)`` lower (``E = floor(log2 q)``, ``q >= 1``), so
-    ``fl(x) = q + 1/2`` iff ``R = 2**s (q + 1/2) - m t <= 2**(s + E - 53)``
-    (a tie goes to ``q + 1/2``, whose 53-bit significand ``(2q + 1)
-    2**(51 - E)`` is even for ``E <= 50``). Adding ``0.5`` rounds too, but
-    never across an integer once ``fl(x) >= 1/2``. ``m t`` (up to 85 bits)
-    is held as ``hi 2**27 + lo``; ``R = 2**27 (2**(s - 27) - (H mod
-    2**(s - 27))) - lo`` with ``H = hi + 2**(s - 28)``, and ``s + E - 53 <=
-    32`` (``x < 2**(85 - s)``), so ``R`` is only needed up to ``2**32``.
+    """``floor(fl(fl(rho * t) + 0.5))`` in int64.
 
     Args:
         t (Tensor): ``(B,)`` long, ``1 <= t <= 2**31``.
@@ -268,8 +197,7 @@ def _float64_round_half_up(t, density):
     to_half = (1 << shift) - (half_up & ((1 << shift) - 1))  # 1 .. 2**shift
     exponent = _floor_log2(q)
     slack = shift + exponent - 26  # s + E - 53, at most 32
-    # R, capped at 64 2**27 - lo > 2**32: beyond, it exceeds every
-    # 2**slack alike
+    # R, capped (beyond 2**32 it exceeds every 2**slack alike)
     below_half = to_half.clamp_max(64) * (1 << _LIMB) - lo
     bound = torch.bitwise_left_shift(torch.ones_like(slack),
                                      slack.clamp(0, 62))
@@ -278,8 +206,7 @@ def _float64_round_half_up(t, density):
 
 
 def _floor_log2(q):
-    """``floor(log2 q)`` of integers ``1 <= q < 2**32`` (0 for 0), by
-    bisection of the bit length in integers.
+    """``floor(log2 q)`` for ``0 <= q < 2**32`` (0 for 0), by bisection.
 
     Args:
         q (Tensor): long.

@@ -1,21 +1,5 @@
-"""STViT token operators: initial cluster centres by spatial pooling.
-
-Paper: Chang et al., *Making Vision Transformers Efficient from A Token
-Sparsification View* (CVPR 2023); design notes in ``docs/stvit_design.md``.
-
-STGM layer 1 starts from initial cluster centres ``P``: each window of image
-tokens (a 7x7 Swin window, or the whole map for DeiT) is pooled to
-``w_s x w_s`` tokens. The bins are those of
-:func:`torch.nn.functional.adaptive_max_pool2d` (7 -> 3 gives the
-overlapping rows 0-2, 2-4, 4-6), so that the authors' pooling is reproduced
-exactly on unpadded windows. Padded tokens never enter a centre; a centre
-whose bin lies entirely in the padding is zero and marked invalid. The
-bins' index tables are made from Python lists once per window, bins and
-device and kept (:func:`~.host_sync.device_constant`): a forward makes no
-host-to-device copy for them after the first.
-
-Plain torch: no registry, no OpenMMLab imports.
-"""
+"""STViT's initial cluster centres by pooling over ``adaptive_max_pool2d``'s
+bins, padding left out (``docs/stvit_design.md`` sections 2.1 and 5)."""
 import torch
 import torch.nn as nn
 
@@ -30,9 +14,7 @@ CENTRE_POOLINGS = POOLING_MODES + ('intra_inter', )
 
 
 def check_pooling(pooling):
-    """Raise a clear ``ValueError`` for an unknown centre pooling
-    (:func:`~mmvitaccel.ops.checks.check_choice` with the name
-    ``'pooling'``).
+    """Raise ``ValueError`` for an unknown centre pooling.
 
     Args:
         pooling (str): one of :data:`CENTRE_POOLINGS`.
@@ -51,8 +33,8 @@ def adaptive_bins(in_size, out_size):
         out_size (int): number of bins, ``<= in_size``.
 
     Returns:
-        list[tuple[int, int]]: ``[start, end)`` of each bin, with
-        ``start = floor(i * in / out)`` and ``end = ceil((i + 1) * in / out)``.
+        list[tuple[int, int]]: ``[start, end)`` per bin,
+        ``[floor(i in / out), ceil((i + 1) in / out))``.
     """
     if not 1 <= out_size <= in_size:
         raise ValueError(f'cannot pool {in_size} tokens into {out_size} bins')
@@ -69,20 +51,16 @@ def bin_indices(window, out, device=None):
         device (torch.device, optional): device of the result.
 
     Returns:
-        Tensor: ``(h_s * w_s, n_b)`` long indices into the ``h * w`` raster
-        tokens of the window, ``n_b`` the largest bin size, and a bool
-        tensor of the same shape that is False where a smaller bin is padded
-        to ``n_b`` (padded slots repeat the bin's first token). Copies of
-        the kept tables (:func:`_bin_tables`): the caller may modify them.
+        Tensor: ``(h_s * w_s, n_b)`` long raster indices (``n_b`` the
+        largest bin; padded slots repeat the first token) and a bool
+        tensor, False on padded slots. Copies: the caller may modify them.
     """
     index, present = _bin_tables(window, out, device)
     return index.clone(), present.clone()
 
 
 def _bin_tables(window, out, device=None):
-    """:func:`bin_indices`, built from Python lists once per window, bins
-    and device and kept (:func:`~.host_sync.device_constant`): a forward
-    makes no host-to-device copy for them after the first. Read only.
+    """:func:`bin_indices`, kept per window, bins and device; read only.
 
     Args:
         window (tuple[int, int]): window ``(h, w)``.
@@ -90,8 +68,7 @@ def _bin_tables(window, out, device=None):
         device (torch.device, optional): default: the CPU.
 
     Returns:
-        tuple[Tensor, Tensor]: ``(h_s * w_s, n_b)`` long indices and bool
-        presence, shared by every caller (do not modify).
+        tuple[Tensor, Tensor]: ``(h_s * w_s, n_b)`` indices and presence.
     """
     window = tuple(int(n) for n in window)
     out = tuple(int(n) for n in out)
@@ -103,8 +80,7 @@ def _bin_tables(window, out, device=None):
 
 
 def _build_bin_indices(window, out, device):
-    """The tables of :func:`bin_indices`, made from Python lists on
-    ``device`` (a host-to-device copy on an accelerator).
+    """The tables of :func:`bin_indices`, built from Python lists.
 
     Args:
         window (tuple[int, int]): window ``(h, w)``.
@@ -112,8 +88,7 @@ def _build_bin_indices(window, out, device):
         device (torch.device): device of the result.
 
     Returns:
-        tuple[Tensor, Tensor]: ``(h_s * w_s, n_b)`` long indices and bool
-        presence.
+        tuple[Tensor, Tensor]: ``(h_s * w_s, n_b)`` indices and presence.
     """
     h, w = window
     bins = []
@@ -131,9 +106,7 @@ def _build_bin_indices(window, out, device):
 
 
 def _bin_members(windows, window, out, valid):
-    """Gather bin members: ``(N, S, n_b, C)`` tokens and ``(N|nW, S, n_b)``
-    membership (bin slot used and token valid)."""
-    # the kept tables: read only (indexing and ``&`` make new tensors)
+    """Bin members ``(N, S, n_b, C)`` and their membership ``(N, S, n_b)``."""
     index, present = _bin_tables(window, out, windows.device)
     members = windows[:, index]  # (N, S, n_b, C)
     keep = present[None]
@@ -156,14 +129,11 @@ def _per_window(mask, n):
 
 
 def pool_centres(windows, window, out, mode='max', valid=None):
-    """Initial cluster centres ``P`` by non-parametric adaptive pooling.
-
-    ``P_s = max_{t in bin s, t valid} X_t`` (``mode='max'``, the authors'
-    choice) or the mean over the same tokens (``mode='avg'``).
+    """Initial centres ``P`` by adaptive pooling: ``P_s = max_{t in bin s,
+    t valid} X_t`` (``'max'``, the authors') or the mean (``'avg'``).
 
     Args:
-        windows (Tensor): ``(N, h * w, C)`` image tokens per window, raster
-            order (``N = B * nW``).
+        windows (Tensor): ``(N, h * w, C)`` tokens per window, raster order.
         window (tuple[int, int]): window ``(h, w)``.
         out (tuple[int, int]): ``(h_s, w_s)`` centres per window.
         mode (str): ``'max'`` or ``'avg'``.
@@ -171,8 +141,8 @@ def pool_centres(windows, window, out, mode='max', valid=None):
             False on padding.
 
     Returns:
-        tuple[Tensor, Tensor]: centres ``(N, h_s * w_s, C)`` (zero where the
-        bin has no valid token) and their validity ``(N, h_s * w_s)``.
+        tuple[Tensor, Tensor]: centres ``(N, h_s * w_s, C)`` (zero for an
+        empty bin) and their validity ``(N, h_s * w_s)``.
     """
     check_choice('pooling mode', mode, POOLING_MODES)
     members, keep = _bin_members(windows, window, out, valid)
@@ -189,44 +159,13 @@ def pool_centres(windows, window, out, mode='max', valid=None):
 
 
 class IntraInterPooling(nn.Module):
-    """Learnable intra- and inter-window spatial pooling of STViT.
+    """STViT's learnable intra- and inter-window pooling, reconstructed
+    (``docs/stvit_design.md`` section 5).
 
-    The paper splits the map into ``w_s x w_s`` pooling windows (here the
-    adaptive bins of a Swin window, or of the whole DeiT patch grid), one
-    centre each, and states what the two functions map ("``f_intra`` ...
-    projects the input window from H/w_s x W/w_s x C to H/w_s x W/w_s";
-    ``f_inter`` maps "w_s x w_s x C to w_s x w_s x HW/w_s^2", computing
-    "the inter-window relations" to "generate the offset"), but its
-    equations were lost in our copy. The reconstruction
-    (``docs/stvit_design.md``, section 5):
-
-    * intra-window mask ``M = f_intra(X)``, ``f_intra = Linear(C, 1)``
-      without bias (a bias adds one constant to every logit of a bin, which
-      the softmax over the bin ignores: its gradient would be exactly zero);
-    * integrated tokens ``P^_s = softmax(M_s) . X_s`` over the tokens of
-      bin ``s``;
-    * inter-window offset ``O = f_inter(P^)``: each integrated token is
-      projected to one offset per bin member, ``Z_s = W P^_s + b``
-      (``Linear(C, n_b)``), and the offsets of the ``w_s x w_s`` grid are
-      mixed across its positions, ``O_s = sum_t A_st Z_t`` with a learnable
-      ``A`` (``(w_s^2, w_s^2)``, ``inter_mix``), so that the offset of one
-      window depends on every other window's integrated token: the
-      relation the paper's "maximizing the distance among initial cluster
-      centers in different windows" needs, which a per-token layer cannot
-      express. Empty bins (all padding) contribute nothing;
-    * centres ``P_s = softmax(M_s + O_s) . X_s``.
-
-    A full mixing over the grid is chosen over a depthwise convolution on
-    it: the grid is only 3x3 (Swin) to 7x7 (DeiT, 49 tokens), so a 3x3
-    kernel would already reach nearly every window, while ``A`` sees all
-    of them and keeps the positions apart, at ``w_s^4`` parameters (81 for
-    Swin, 256 for 16 DeiT tokens). With ``f_intra`` and ``Linear(C, n_b)``
-    DeiT-T gets 3,536 new parameters, 0.06% (the paper: about 0.05%).
-
-    ``f_intra`` and ``Linear(C, n_b)`` are zero-initialised and ``A`` is the
-    identity, so the module starts as average pooling (a pretrained
-    backbone is not disturbed) and every parameter gets a gradient once
-    the projection has moved from zero.
+    ``M = f_intra(X)`` (``Linear(C, 1)``, no bias), ``P^_s = softmax(M_s)
+    X_s``, ``Z_t = W P^_t + b`` (``Linear(C, n_b)``), ``O_s = sum_t A_st
+    Z_t`` (``inter_mix``), ``P_s = softmax(M_s + O_s) X_s``. Starts as
+    average pooling.
 
     Args:
         embed_dims (int): channels ``C``.
@@ -247,8 +186,7 @@ class IntraInterPooling(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        """Zero ``f_intra`` and the projection of ``f_inter``, identity
-        mixing: the pooling starts as average pooling."""
+        """Zero ``f_intra`` and ``W, b``; ``A`` the identity."""
         nn.init.zeros_(self.intra.weight)
         nn.init.zeros_(self.inter.weight)
         nn.init.zeros_(self.inter.bias)
@@ -287,8 +225,7 @@ class IntraInterPooling(nn.Module):
 
 
 def _masked_softmax_pool(logits, members, keep, centre_valid):
-    """``softmax(logits) . members`` per bin over the members in ``keep``
-    (:func:`~.attention.masked_softmax`); empty bins give zeros.
+    """``softmax(logits) . members`` per bin over ``keep``; empty bins 0.
 
     Args:
         logits (Tensor): ``(N, S, n_b)``.

@@ -1,19 +1,5 @@
-"""Dropping pruned tokens for real, and scattering them back.
-
-The batched execution of per-image keep counts at inference
-(:mod:`mmvitaccel.ops.token_pruning` describes both executions): the kept
-tokens of each image are gathered, a batch whose images keep different
-counts is padded to its largest count with the padding masked out of the
-keys (:func:`pad_kept_tokens`), and :func:`restore_tokens` puts tokens back
-on the patch grid.
-
-How many tokens an image keeps is decided by its data, so the size of the
-gathered tokens is read on the host: one read per pruning step, through
-:func:`~mmvitaccel.ops.host_sync.host_read` (``'kept_token_counts'``; on
-the ``meta`` device every token is taken as kept).
-
-Plain torch: no registry, no OpenMMLab imports.
-"""
+"""Dropping pruned tokens for real (padded to the batch's largest count, the
+padding masked out of the keys) and scattering them back."""
 import torch
 
 from mmvitaccel.ops.host_sync import host_read
@@ -24,8 +10,7 @@ __all__ = ['gather_tokens', 'kept_indices', 'pad_kept_tokens',
 
 
 def _kept_order(keep):
-    """:func:`kept_indices`, and whether a row is padded (a row keeps
-    fewer than ``K_max`` tokens), with one host read of the counts."""
+    """:func:`kept_indices` and whether a row is padded (one host read)."""
     counts = keep.sum(dim=-1)
     N = keep.shape[-1]
     if is_capturing():  # a data-dependent size in the graph
@@ -54,10 +39,8 @@ def kept_indices(keep):
         keep (Tensor): ``(B, N)`` bool.
 
     Returns:
-        tuple[Tensor, Tensor]: ``(B, K_max)`` indices (padding takes the
-        row's pruned positions, ascending, so that a row's indices are
-        distinct) and ``(B, K_max)`` bool validity; ``K_max`` is the largest
-        count (at least 1; ``N`` on the ``meta`` device).
+        tuple[Tensor, Tensor]: ``(B, K_max)`` indices (padded with the row's
+        pruned positions) and ``(B, K_max)`` bool validity.
     """
     return _kept_order(keep)[:2]
 
@@ -83,10 +66,8 @@ def pad_kept_tokens(tokens, keep, num_extra_tokens=1):
         keep (Tensor): ``(B, N)`` bool over the patch tokens.
         num_extra_tokens (int): ``E``, kept in front.
 
-    Returns:
-        tuple[Tensor, Tensor, Tensor]: tokens ``(B, E + K_max, C)``; the
-        kept positions ``(B, K_max)`` (indices into the ``N`` patches); the
-        key mask ``(B, E + K_max)`` bool, False at padding (``None`` when no
+        tuple[Tensor, Tensor, Tensor]: tokens ``(B, E + K_max, C)``, kept
+        positions ``(B, K_max)``, key mask ``(B, E + K_max)`` (None when no
         row is padded).
     """
     index, valid, padded = _kept_order(keep)
@@ -104,18 +85,13 @@ def restore_tokens(full, tokens, index, valid=None):
     """Scatter kept tokens back onto the full patch grid.
 
     Args:
-        full (Tensor): ``(B, N, C)`` features of every position (for the
-            pruned ones: their features when they were dropped).
+        full (Tensor): ``(B, N, C)`` features of every position.
         tokens (Tensor): ``(B, K, C)`` the kept tokens.
         index (Tensor): ``(B, K)`` their positions in ``0 .. N-1``.
         valid (Tensor, optional): ``(B, K)`` bool; padding is not written.
-            Pass None when nothing is padded: with a mask the padding slots
-            are always resolved (no host read of the mask; an all-True mask
-            gives the same result).
 
     Returns:
-        Tensor: ``(B, N, C)``, ``full`` with ``full[b, index[b, k]] =
-        tokens[b, k]``.
+        Tensor: ``(B, N, C)``, ``full[b, index[b, k]] = tokens[b, k]``.
     """
     if valid is not None:
         # padding slots write the position's own value back

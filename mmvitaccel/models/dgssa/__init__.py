@@ -1,6 +1,5 @@
-"""DGSSA and GLAD: static attention in the early layers, global token
-aggregation with distillation later (``docs/dgssa_glad.md``). The Swin
-backbone registers only where mmdet imports."""
+"""DGSSA and GLAD (``docs/dgssa_glad.md``); the Swin backbone registers only
+where mmdet imports."""
 from mmvitaccel.models.dgssa.dgssa_vit import DGSSAVisionTransformer
 from mmvitaccel.models.dgssa.glad_distill_classifier import \
     GLADDistillClassifier

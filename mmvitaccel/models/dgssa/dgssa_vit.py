@@ -1,17 +1,5 @@
-"""Integrated-DeiT: DGSSA in the early layers, GLAD token pyramid after.
-
-Paper: *Accelerating Vision Transformers Based on Heterogeneous Attention
-Patterns* (no public code; reconstruction in
-``docs/dgssa_glad_design.md#placement``). The paper's
-Integrated-DeiT-S: DGSSA (static attention) in layers 1-2 (0-based; layer 0
-stays dynamic), GLAD at layers 3, 5 and 7 taking 197 -> 127 -> 77 -> 35
-tokens, FLOPs ratio about 0.5.
-
-Class token (our choice, documented): token counts include it, and the
-GLADs aggregate the *patch* tokens only (196 -> 126 -> 76 -> 34) while the
-class token passes unchanged, so that the classifier still reads it
-(``out_type='cls_token'``, as DeiT).
-"""
+"""Integrated-DeiT: DGSSA in the early layers, a GLAD token pyramid after
+(``docs/dgssa_glad_design.md``); GLADs mix the patch tokens only."""
 import math
 
 import torch
@@ -59,38 +47,23 @@ class DGSSAVisionTransformer(PretrainedMixin, FrozenStagesMixin,
                              VisionTransformer):
     """DeiT/ViT with DGSSA layers and a GLAD token pyramid.
 
-    With ``x`` the embedded tokens ``(B, n_0, d)``, ``n_0 = 1 + HW``:
-
-    * before layer ``l`` in ``glad_layers``:
-      ``x = [cls; GELU(LN(W_l x_patch)) + E_l]`` (GLAD, ``W_l`` of
-      ``(m_l - 1) x (n - 1)``), so layer ``l`` on runs on ``m_l`` tokens;
-    * layer ``l`` in ``static_layers``: ``ln1``, then DGSSA
-      ``Proj(softmax(S_l) . V)`` with static per-head logits ``S_l``
-      ``(h, n_l, n_l)`` instead of ``softmax(Q K^T / sqrt(d_h))``, then the
-      upstream FFN;
+    * before layer ``l`` in ``glad_layers``: ``x = [cls; GELU(LN(W_l
+      x_patch)) + E_l]``, ``W_l`` ``(m_l - 1) x (n - 1)``;
+    * layer ``l`` in ``static_layers``: ``Proj(softmax(S_l) . V)``, ``S_l``
+      ``(h, n_l, n_l)``, instead of ``softmax(Q K^T / sqrt(d_h))``;
     * every other layer is upstream's ``TransformerEncoderLayer``.
-
-    Parameter names stay mmpretrain's (a static layer's ``attn.qkv`` becomes
-    ``attn.v``, its V rows), so an mmpretrain or official DeiT checkpoint
-    loads; Q and K of the static layers are dropped with a report.
 
     Args:
         arch (str | dict): ``'deit-tiny'``/``'deit-small'``/``'deit-base'``
-            (or ``'tiny'``/``'small'``/``'base'``), another
-            ``VisionTransformer`` arch, or a dict.
-        static_layers (Sequence[int]): 0-based DGSSA layers; ``(1, 2)`` is
-            the paper's ``P = 2``.
-        static_init (str): ``'dg'`` (static logits from a checkpoint written
-            by ``tools/dgssa_init.py``; uniform when training from
-            scratch), ``'random'``, ``'uniform'`` or ``'local'``.
+            (or ``'tiny'`` etc.), a ``VisionTransformer`` arch, or a dict.
+        static_layers (Sequence[int]): 0-based DGSSA layers; paper ``(1, 2)``.
+        static_init (str): ``'dg'`` (from ``tools/dgssa_init.py``),
+            ``'random'``, ``'uniform'`` or ``'local'``.
         glad_layers (Sequence[int]): 0-based layers that start with a GLAD.
-        glad_tokens (Sequence[int]): token count after each GLAD, class
-            token included, decreasing.
-        glad_init (str): ``W`` init of the GLADs: ``'pool'`` or
-            ``'random'``.
-        **kwargs: the other arguments of mmpretrain's ``VisionTransformer``
-            (``img_size`` fixes the token counts; other input sizes are
-            refused).
+        glad_tokens (Sequence[int]): decreasing token count after each GLAD,
+            class token included.
+        glad_init (str): ``W`` init of the GLADs, ``'pool'`` or ``'random'``.
+        **kwargs: ``VisionTransformer``'s (``img_size`` fixes the tokens).
     """
 
     def __init__(self,
@@ -136,7 +109,7 @@ class DGSSAVisionTransformer(PretrainedMixin, FrozenStagesMixin,
         self.refreeze()  # upstream froze the layers before they changed
 
     def frozen_new_modules(self):
-        """The GLADs that feed a frozen layer (``frozen_stages``).
+        """The GLADs that feed a frozen layer.
 
         Returns:
             list[GLAD]: those before layer ``l < frozen_stages``.
@@ -145,8 +118,7 @@ class DGSSAVisionTransformer(PretrainedMixin, FrozenStagesMixin,
                 if l < self.frozen_stages]
 
     def reset_static_logits(self, mode=None):
-        """Static logits by ``mode`` (``static_init`` by default); ``'dg'``
-        without data falls back to uniform, with a warning."""
+        """Static logits by ``mode`` (default ``static_init``)."""
         mode = fresh_static_init(mode or self.static_init)
         side = self.patch_resolution
         for i in self.static_layers:
@@ -167,20 +139,15 @@ class DGSSAVisionTransformer(PretrainedMixin, FrozenStagesMixin,
     new_parameter_prefixes = ('glads.', )
 
     def convert_host_state_dict(self, state_dict):
-        """Turn a DeiT state dict into this model's names: a static layer's
-        ``attn.qkv`` gives ``attn.v`` (its V rows), Q and K are dropped.
-        Static logits already in the checkpoint (``tools/dgssa_init.py``)
-        are kept; otherwise ``static_init`` provides them (``'dg'`` needs
-        them: a clear error). See
-        :func:`~mmvitaccel.models.utils.static_attention_state_dict`.
+        """DeiT state dict -> this model's names
+        (:func:`~mmvitaccel.models.dgssa.static_attention_state_dict`).
 
         Args:
             state_dict (dict): DeiT weights in mmpretrain's names.
 
         Returns:
-            tuple[dict, list[str], OrderedDict]: the state dict, the notes
-            of what was dropped, and the names initialised here (keys, each
-            with None: a ViT has no bias to fold).
+            tuple[dict, list[str], OrderedDict]: the state dict, notes, and
+            the static logits to initialise here.
         """
         return static_attention_state_dict(
             state_dict,
@@ -191,8 +158,8 @@ class DGSSAVisionTransformer(PretrainedMixin, FrozenStagesMixin,
             '{v_key}')
 
     def adapt_host_state_dict(self, state_dict):
-        """Resize the position embedding as upstream does, then split the
-        static layers' ``qkv`` (:meth:`convert_host_state_dict`).
+        """Resize the position embedding, then
+        :meth:`convert_host_state_dict`.
 
         Args:
             state_dict (dict): DeiT weights in mmpretrain's names.
@@ -207,20 +174,10 @@ class DGSSAVisionTransformer(PretrainedMixin, FrozenStagesMixin,
         return state_dict, fresh, resized + notes
 
     def _resize_to_grid(self, state_dict):
-        """A checkpoint of this model at another ``img_size``: the static
-        logits of the layers on the patch grid are resized to this grid
-        (:func:`~mmvitaccel.ops.resize_static_logits`), in place. GLAD's
-        aggregations and the logits after them count tokens, not grid
-        cells: those are refused by name.
+        """Resize on-grid static logits to this grid; refuse GLAD sizes.
 
         Args:
             state_dict (dict): the checkpoint in this model's names.
-
-        Returns:
-            list[str]: notes of what was resized.
-
-        Raises:
-            ValueError: a GLAD or a post-GLAD static layer of another size.
         """
         notes = []
         for name, param in self.named_parameters():
@@ -249,8 +206,7 @@ class DGSSAVisionTransformer(PretrainedMixin, FrozenStagesMixin,
         return notes
 
     def init_new_parameters(self, fresh=None):
-        """GLADs from their ``glad_init``; static logits by
-        ``static_init`` from scratch, or when the checkpoint lacks some.
+        """GLADs by ``glad_init``; static logits by ``static_init``.
 
         Args:
             fresh (Collection[str] | None): static logits the checkpoint

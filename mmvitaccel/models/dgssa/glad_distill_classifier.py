@@ -1,28 +1,6 @@
-"""Token distillation for GLAD (Integrated-DeiT training).
-
-Paper: *Accelerating Vision Transformers Based on Heterogeneous Attention
-Patterns*. The tokens ``X_t`` ``(N, d)`` that a frozen pretrained ViT has
-at the input of each GLAD layer ``l`` are aggregated to the student's
-count by a second GLAD, ``Y_t = GLAD_t(X_t)``, and the student's GLAD
-output ``Y`` is pulled towards it:
-
-    L_glad = sum_l MSE(Y_l, Y_t,l)
-
-added to the task loss (``loss_glad``, scaled by ``distill_weight``). As in
-the student, the class token is left out of the aggregation: both GLADs map
-patch tokens only.
-
-With a ``teacher_head``, the paper's "self-supervised distill training" is
-added too, as ``loss_kd = kd_weight * mean_b KL(p_t || p_s)``
-(:func:`~mmvitaccel.models.distill.kl_divergence` at ``T = 1``). The
-paper's cross-entropy ``-sum_c p_t log p_s`` differs from it by the
-teacher's entropy only, a constant for the student: same gradient, and the
-logged value is 0 when the student matches the teacher.
-
-The teacher and its head are frozen and held outside the state dict; their
-weights load in ``init_weights`` (``docs/distillation.md``). The
-teacher-side GLADs ``teacher_glads`` are trained and stay in the state dict.
-"""
+"""GLAD token distillation (Integrated-DeiT training):
+``loss_glad = distill_weight * sum_l MSE(Y_l, GLAD_t,l(X_t,l))``, and with a
+``teacher_head`` ``loss_kd = kd_weight * mean_b KL(p_t || p_s)``."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -43,25 +21,17 @@ class GLADDistillClassifier(TeacherMixin, ImageClassifier):
 
     Args:
         backbone (dict): a :class:`DGSSAVisionTransformer` config.
-        teacher (dict, optional): the pretrained ViT, an mmpretrain
-            ``VisionTransformer`` config of the same width and patch grid
-            (the uncompressed model); its weights by a ``Pretrained``
-            ``init_cfg`` (``prefix='backbone.'`` for a classifier
-            checkpoint) or ``teacher_checkpoint``. Frozen, always in eval
-            mode, not in the state dict. None: no distillation (plain
-            classifier).
-        teacher_checkpoint (str, optional): its weights (mmpretrain or
-            official DeiT layout), loaded in ``init_weights`` with a report
-            (``self.teacher_load_report``); overrides the ``init_cfg``.
+        teacher (dict, optional): the pretrained ``VisionTransformer``
+            config (same width and grid); frozen, outside the state dict.
+            None: no distillation.
+        teacher_checkpoint (str, optional): its weights, loaded in
+            ``init_weights`` (overrides its ``init_cfg``).
         distill_weight (float): weight of ``L_glad``.
         glad_init (str): ``W`` init of the teacher-side GLADs.
-        teacher_head (dict, optional): the teacher's classification head
-            (e.g. ``VisionTransformerClsHead``, weights by its ``init_cfg``
-            with ``prefix='head.'``); enables ``loss_kd``. Frozen, not in
-            the state dict.
+        teacher_head (dict, optional): the teacher's head; enables
+            ``loss_kd``.
         kd_weight (float): weight of ``loss_kd``.
-        **kwargs: the arguments of ``ImageClassifier`` (neck, head,
-            train_cfg, data_preprocessor, init_cfg).
+        **kwargs: the arguments of ``ImageClassifier``.
     """
 
     teacher_names = ('teacher', 'teacher_head')
@@ -120,8 +90,7 @@ class GLADDistillClassifier(TeacherMixin, ImageClassifier):
         return self.get_teacher('teacher_head')
 
     def init_weights(self):
-        """Initialise as ``ImageClassifier``, load the teacher (and its
-        head), then reset the teacher-side GLADs."""
+        """Initialise, load the teacher, reset the teacher-side GLADs."""
         super().init_weights()
         self.teacher_load_report = self.teacher_load_reports.get('teacher')
         if self.teacher_glads is not None:
@@ -130,16 +99,14 @@ class GLADDistillClassifier(TeacherMixin, ImageClassifier):
 
     @torch.no_grad()
     def teacher_forward(self, inputs):
-        """The teacher's tokens at the input of each GLAD layer, and its
-        logits when it has a head.
+        """The teacher's tokens at each GLAD layer's input, and its logits.
 
         Args:
             inputs (Tensor): images ``(B, 3, H, W)``.
 
         Returns:
-            tuple[list[Tensor], Tensor | None]: per GLAD layer ``l``, the
-            teacher's output of layer ``l - 1`` (the embedded tokens for
-            ``l = 0``) ``(B, N, d)``; the logits ``(B, classes)`` or None.
+            tuple[list[Tensor], Tensor | None]: ``(B, N, d)`` per GLAD layer;
+            the logits ``(B, classes)`` or None.
         """
         t = self.teacher
         x, hw = embed_tokens(t, inputs)
@@ -151,8 +118,7 @@ class GLADDistillClassifier(TeacherMixin, ImageClassifier):
                 tokens[i] = x
             return layer(x)
 
-        # all layers (and the final norm) for the head, else up to the last
-        # GLAD layer, whose input is what the loop returns
+        # with a head run every layer, else stop at the last GLAD's input
         stop = None if self.teacher_head is not None else max(layers,
                                                               default=0)
         _, x = run_layers(t, x, hw, step=record, stop=stop, outputs=False)

@@ -1,14 +1,6 @@
-"""DGSSA attention modules: the static counterparts of mmpretrain's ViT
-``MultiheadAttention`` and mmdet's Swin ``ShiftWindowMSA``.
-
-Both keep the upstream names of what survives (``proj``, ``proj_drop``,
-``out_drop``/``drop``, ``gamma1``; ``w_msa`` for Swin) and replace the fused
-``qkv`` by ``v`` (the value rows of ``qkv``): Q and K are not needed any
-more, since the attention is ``softmax(S + mask)`` with static per-head
-logits ``S`` (``static_logits``), shared by all images (and, for Swin, by all
-windows). ``from_dynamic`` builds one from an upstream module, copying V and
-Proj, so a pretrained layer converts in place.
-"""
+"""DGSSA attention, ``Proj(softmax(S + mask) . V)``: static counterparts of
+mmpretrain's ``MultiheadAttention`` and mmdet's ``ShiftWindowMSA``, with
+upstream names (fused ``qkv`` -> its V rows ``v``)."""
 import torch
 import torch.nn as nn
 from mmengine.model import BaseModule
@@ -21,9 +13,7 @@ from mmvitaccel.ops import \
 
 
 def static_blocks_for(depths):
-    """DGSSA's static block count ``P`` on a Swin of ``depths``: half of
-    its ``N`` blocks (the paper: 6 of Swin-T's 12, 12 of Swin-S/B's 24).
-    The switch places DGSSA by the same rule (``docs/accelerate.md``).
+    """DGSSA's static block count ``P`` on a Swin: half its ``N`` blocks.
 
     Args:
         depths (Sequence[int]): blocks per stage.
@@ -42,19 +32,16 @@ def static_blocks_for(depths):
 
 
 def _value_rows(qkv):
-    """The ``(weight, bias)`` of V inside a fused ``qkv`` Linear ``(3C, C)``
-    (bias None without one)."""
+    """``(weight, bias)`` of V in a fused ``qkv`` Linear ``(3C, C)``."""
     C = qkv.weight.shape[0] // 3
     bias = None if qkv.bias is None else qkv.bias[2 * C:]
     return qkv.weight[2 * C:], bias
 
 
 class StaticMultiheadAttention(BaseModule):
-    """DGSSA for a ViT layer: ``out = Proj(softmax(S) . V)``.
+    """DGSSA for a ViT layer: ``out = Proj(softmax(S) . V)``, ``S (h, N, N)``.
 
-    Drop-in for mmpretrain's ``MultiheadAttention`` at a fixed token count:
-    ``S`` ``(h, N, N)`` is one static logit matrix per head, shared by all
-    images. FLOPs ``N^2 d + 2 N d^2`` instead of ``2 N^2 d + 4 N d^2``.
+    FLOPs ``N^2 d + 2 N d^2`` instead of ``2 N^2 d + 4 N d^2``.
 
     Args:
         embed_dims (int): ``d``.
@@ -62,9 +49,8 @@ class StaticMultiheadAttention(BaseModule):
         num_tokens (int): ``N``, class token included.
         attn_drop (float): dropout on the static attention matrix.
         proj_drop (float): dropout after ``proj``.
-        dropout_layer (nn.Module | None): the drop path before the shortcut
-            (upstream's ``out_drop``); identity if None.
-        qkv_bias (bool): bias of ``v`` (the value part of upstream's qkv).
+        dropout_layer (nn.Module | None): drop path (upstream's ``out_drop``).
+        qkv_bias (bool): bias of ``v``.
         proj_bias (bool): bias of ``proj``.
         gamma1 (nn.Module | None): layer scale (upstream's ``gamma1``).
     """
@@ -99,8 +85,7 @@ class StaticMultiheadAttention(BaseModule):
 
     @classmethod
     def from_dynamic(cls, attn, num_tokens, logits=None):
-        """Convert an mmpretrain ``MultiheadAttention``: V and Proj (and the
-        drop path and layer scale modules) are taken over, Q and K dropped.
+        """Convert an mmpretrain ``MultiheadAttention``, keeping V and Proj.
 
         Args:
             attn (MultiheadAttention): the dynamic attention.
@@ -143,8 +128,7 @@ class StaticMultiheadAttention(BaseModule):
                            self.head_dims).transpose(1, 2)
         logits = self.static_logits
         if self.training and self.attn_drop > 0:
-            # attention dropout on the shared matrix: drop some keys
-            # (the softmax renormalises the rest)
+            # dropout on the shared matrix: drop keys, softmax renormalises
             keep = torch.rand_like(logits) >= self.attn_drop
             logits = mask_logits(logits, keep)
         x = static_attention(logits, v)  # softmax(S) . V
@@ -155,8 +139,7 @@ class StaticMultiheadAttention(BaseModule):
 
 class StaticWindowMSA(BaseModule):
     """Static window attention: ``Proj(softmax(S + mask) . V)`` per window,
-    one ``S`` ``(h, w^2, w^2)`` for all windows (mmdet ``WindowMSA`` names;
-    the relative position bias is folded into ``S``).
+    one ``S`` ``(h, w^2, w^2)`` for all (mmdet ``WindowMSA`` names).
 
     Args:
         embed_dims (int): ``C``.
@@ -181,8 +164,7 @@ class StaticWindowMSA(BaseModule):
     def forward(self, x, mask=None):
         """Args:
             x (Tensor): windows ``(B * nW, w^2, C)``.
-            mask (Tensor, optional): ``(nW, w^2, w^2)``, bool (True where
-                allowed) or additive.
+            mask (Tensor, optional): ``(nW, w^2, w^2)``, bool or additive.
 
         Returns:
             Tensor: ``(B * nW, w^2, C)``.
@@ -195,9 +177,7 @@ class StaticWindowMSA(BaseModule):
 
 
 def shift_regions(height, width, window, shift, device=None):
-    """Region labels of a cyclically shifted padded map, as Swin's shift
-    mask defines them: tokens of one window may attend to each other only
-    with the same label.
+    """Region labels of Swin's shift mask on a shifted, padded map.
 
     Returns:
         Tensor: ``(height, width)`` long labels (all 0 without shift).
@@ -215,14 +195,8 @@ def shift_regions(height, width, window, shift, device=None):
 
 
 class StaticShiftWindowMSA(BaseModule):
-    """DGSSA for a Swin block: mmdet's ``ShiftWindowMSA`` with a static
-    window attention, masks honoured.
-
-    The map is padded to window multiples, cyclically shifted (shifted
-    blocks), cut into windows, and each window attends with
-    ``softmax(S + mask)``: the mask forbids keys of another shift region
-    (Swin's shift mask) and keys in the padding (upstream attends to the
-    zero padding; here a valid token's output never depends on it).
+    """DGSSA for a Swin block: mmdet's ``ShiftWindowMSA`` with static window
+    attention; ``mask`` forbids other shift regions and padded keys.
 
     Args:
         embed_dims (int): ``C``.
@@ -248,9 +222,8 @@ class StaticShiftWindowMSA(BaseModule):
 
     @classmethod
     def from_dynamic(cls, attn, logits=None):
-        """Convert an mmdet ``ShiftWindowMSA``: V and Proj (and the drop
-        path) are taken over; Q, K and the relative position table dropped
-        (fold the bias into ``logits`` beforehand).
+        """Convert an mmdet ``ShiftWindowMSA``, keeping V and Proj (fold the
+        relative position bias into ``logits`` beforehand).
 
         Args:
             attn (ShiftWindowMSA): the dynamic attention.
@@ -274,13 +247,12 @@ class StaticShiftWindowMSA(BaseModule):
         return new.to(msa.qkv.weight.device)
 
     def attention_mask(self, valid, all_valid=None):
-        """Bool mask ``(nW, w^2, w^2)`` of the shifted, padded map, or None
-        when every key is allowed.
+        """Bool mask ``(nW, w^2, w^2)`` of the shifted, padded map, or None.
 
         Args:
             valid (Tensor): ``(Hp, Wp)`` bool, already shifted.
-            all_valid (bool, optional): whether nothing is padded, known on
-                the host; without it ``valid`` is read (a synchronisation).
+            all_valid (bool, optional): nothing padded (else ``valid`` is
+                read: a sync).
         """
         w, s = self.window_size, self.shift_size
         if s == 0 and mask_or_none(valid, all_valid) is None:
@@ -319,8 +291,7 @@ class StaticShiftWindowMSA(BaseModule):
 
 
 def window_attention(msa, x, mask=None):
-    """The attention probabilities of an mmdet ``WindowMSA`` (relative
-    position bias and mask included), as its forward computes them.
+    """Attention probabilities of an mmdet ``WindowMSA``, bias and mask in.
 
     Args:
         msa (WindowMSA): the module.
@@ -340,9 +311,7 @@ def window_attention(msa, x, mask=None):
 
 
 def relative_position_bias(msa):
-    """``(h, w^2, w^2)`` relative position bias of an mmdet ``WindowMSA``
-    (:func:`mmvitaccel.ops.relative_position_bias` of its table and
-    index)."""
+    """``(h, w^2, w^2)`` relative position bias of an mmdet ``WindowMSA``."""
     return gather_relative_position_bias(msa.relative_position_bias_table,
                                          msa.relative_position_index)
 

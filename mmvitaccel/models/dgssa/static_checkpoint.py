@@ -1,21 +1,5 @@
-"""Host checkpoints for DGSSA (static attention) layers.
-
-A DGSSA layer keeps the host's value and output projections and replaces
-``softmax(Q K^T / sqrt(d_h) [+ B])`` by one learned logit matrix per head.
-Loading a host checkpoint (DeiT, Swin) into it therefore:
-
-* splits the fused ``qkv`` of every static layer: the V rows become ``v``,
-  Q and K are dropped;
-* keeps the static logits a checkpoint of ``tools/dgssa_init.py`` holds for
-  the static layers, and drops the ones of other layers;
-* for Swin, folds the relative position bias ``B`` of a static block into
-  the logits it starts from (the table and its index are dropped);
-* names the static logits the checkpoint lacks, to be initialised by
-  ``static_init`` (``'dg'`` cannot be: its logits come from data).
-
-:func:`static_attention_state_dict` does this for
-``DGSSAVisionTransformer`` and ``DGSSASwinTransformer`` alike.
-"""
+"""Host (DeiT, Swin) checkpoints for DGSSA layers: ``qkv`` -> ``v``, Swin's
+relative position bias folded into the fresh static logits."""
 import warnings
 from collections import OrderedDict
 
@@ -23,15 +7,12 @@ import torch
 
 from mmvitaccel.ops import relative_position_bias, relative_position_index
 
-#: the note of a split ``qkv`` in ``load_report['dropped']``: ``{key}`` the
-#: fused key, ``{v_key}`` where the V rows went
+#: the note of a split ``qkv`` (``{key}``, ``{v_key}``)
 QK_NOTE = '{key}: Q and K dropped'
 
 
 def fresh_static_init(mode):
-    """The init of static logits made without data: ``'dg'`` needs the
-    statistics that ``tools/dgssa_init.py`` writes into a checkpoint, so
-    without one it falls back to ``'uniform'`` with a warning.
+    """Static logit init without data: ``'dg'`` -> ``'uniform'``, warned.
 
     Args:
         mode (str): a ``static_init`` mode.
@@ -48,8 +29,7 @@ def fresh_static_init(mode):
 
 
 def _folded_bias(table, window):
-    """The bias ``(h, w^2, w^2)`` of a relative position table
-    ``((2w - 1)^2, h)``, or None without a table of this window."""
+    """Bias ``(h, w^2, w^2)`` of a table ``((2w - 1)^2, h)``, or None."""
     if table is None or table.shape[0] != (2 * window - 1)**2:
         return None
     return relative_position_bias(table, relative_position_index(window))
@@ -62,29 +42,18 @@ def static_attention_state_dict(state_dict, static_layers, static_init,
     Args:
         state_dict (dict): the host's weights in the model's module names.
         static_layers (dict[str, nn.Module]): ``{prefix: attention}`` of the
-            static layers, in order; ``prefix`` ends with a dot (e.g.
-            ``'layers.1.attn.'``, ``'stages.0.blocks.0.attn.w_msa.'``) and
-            the module has ``embed_dims`` and ``static_logits``
-            ``(h, n, n)``.
-        static_init (str): the model's ``static_init``; ``'dg'`` needs the
-            logits in the checkpoint.
-        window (int | None): the Swin window side ``w``: each static block's
-            ``relative_position_bias_table`` ``((2w - 1)^2, h)`` is folded
-            into the bias of its fresh logits (zeros without one) and
-            dropped with its ``relative_position_index``; None for a ViT
-            (no tables, no bias).
-        qk_note (str): the note of a split ``qkv``, formatted with ``key``
-            and ``v_key``.
+            static layers, e.g. ``'layers.1.attn.'``.
+        static_init (str): the model's ``static_init``.
+        window (int | None): Swin's window ``w`` (bias tables folded); None
+            for a ViT.
+        qk_note (str): the note of a split ``qkv``.
 
     Returns:
-        tuple[dict, list[str], OrderedDict]: the converted state dict; the
-        notes of what was dropped or folded; ``{static logits name: bias}``
-        of the static layers whose logits the checkpoint lacks (``bias``
-        ``(h, n, n)`` float for Swin, None for a ViT).
+        tuple[dict, list[str], OrderedDict]: the state dict, notes, and
+        ``{static logits name: bias (h, n, n) | None}`` of missing logits.
 
     Raises:
-        ValueError: with ``static_init='dg'`` and logits missing from the
-            checkpoint (or of another shape).
+        ValueError: ``static_init='dg'`` with logits missing or misshapen.
     """
     state_dict = dict(state_dict)
     notes, fresh = [], OrderedDict()

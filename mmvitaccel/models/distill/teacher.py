@@ -1,40 +1,5 @@
 """Frozen teachers: built without weights, loaded in ``init_weights``, held
-outside the student's state dict.
-
-One convention for every distilling classifier
-(:class:`GLADDistillClassifier`, :class:`TokenPrunedClassifier`):
-
-* **Building never reads weights.** :func:`build_teacher` builds the
-  teacher from its config and records where its weights are as a
-  ``Pretrained`` ``init_cfg``; nothing is downloaded or read from disk, so
-  a model (and a config check, ``tools/test.py``, an analysis tool) builds
-  offline.
-* **The weights load in** ``init_weights()``
-  (:meth:`TeacherMixin.init_weights`, :func:`load_teacher_weights`), with
-  the loaded / missing / unused report of
-  :func:`~mmvitaccel.models.utils.load_with_report`. mmengine's
-  runner calls ``init_weights`` before it loads ``load_from`` or a resumed
-  checkpoint, so the teacher is in place either way.
-* **The teacher is not part of the student's module tree**: not in the
-  state dict, not in ``parameters()`` (so neither in the optimizer nor in
-  DDP's reducer or its start-up broadcast), never switched to train mode.
-  It still follows the student through ``.to()``, ``.cuda()``,
-  ``.half()`` ... (:meth:`TeacherMixin._apply`).
-
-Why outside the state dict: a checkpoint holds the student only (a DeiT-B
-teacher would double it), it loads as it is into the plain student for
-deployment, and resuming reloads the frozen teacher from its own checkpoint
-in ``init_weights`` exactly as the first start did. DDP has nothing to do
-for it: its parameters need no gradient and no synchronisation, so there is
-no unused-parameter error. A teacher without a checkpoint (tests, tiny runs)
-is initialised by its own ``init_weights`` from the seed, the same on every
-rank and in a resumed process.
-
-Checkpoints of the other convention (a GLAD classifier of an earlier
-version kept ``teacher.*`` and ``teacher_head.*`` in its state dict) still
-load: a ``load_state_dict`` pre-hook moves those keys into the held teacher
-(or drops them when the model has none), with a logged note.
-"""
+outside the student's state dict (why: ``docs/distillation.md``)."""
 import copy
 from collections import OrderedDict
 
@@ -54,13 +19,10 @@ _CONFIG_FORM_KEYS = ('config', 'checkpoint', 'init_cfg')
 
 
 def freeze(module):
-    """Gradients off and eval mode, in place.
+    """Gradients off and eval mode, in place; returns ``module``.
 
     Args:
         module (nn.Module): the teacher.
-
-    Returns:
-        nn.Module: ``module``.
     """
     for p in module.parameters():
         p.requires_grad_(False)
@@ -75,16 +37,11 @@ def _is_pretrained(init_cfg):
 
 
 def _model_config(config):
-    """The ``model`` of a config file as a plain dict, without what belongs
-    to the student's training: its own ``init_cfg`` (and its backbone's)
-    and its ``train_cfg`` (Mixup/CutMix).
+    """The ``model`` of a config as a dict, without the student's own
+    ``init_cfg`` (and its backbone's) and ``train_cfg``.
 
     Args:
-        config (str | dict): a config path, ``'mmpretrain::deit/...py'``
-            (the file in the package's ``.mim/configs``), or a model dict.
-
-    Returns:
-        dict: the model config.
+        config (str | dict): a config path, ``toolbox::`` name or model dict.
     """
     if isinstance(config, str):
         config = load_config_file(config).model
@@ -104,26 +61,17 @@ def build_teacher(cfg):
     """Build a frozen teacher without loading its weights.
 
     Args:
-        cfg (dict | nn.Module): one of
-
-            * ``dict(config=..., checkpoint=...)``: ``config`` a config file
-              (``'mmpretrain::deit/deit-small_4xb256_in1k.py'`` or a path)
-              or a model dict, built in the ``mmpretrain`` scope (its own
-              ``init_cfg`` and ``train_cfg`` are dropped); the weights are
-              ``checkpoint``, or ``init_cfg=dict(type='Pretrained',
-              checkpoint=..., prefix=...)``;
-            * a model dict with a ``type`` (e.g. an mmpretrain
-              ``VisionTransformer``); a ``Pretrained`` ``init_cfg`` names
-              its weights, another ``init_cfg`` is its random init;
-            * a module, used as it is.
+        cfg (dict | nn.Module): ``dict(config=..., checkpoint=...)`` (a
+            config file or model dict, built in the ``mmpretrain`` scope
+            without its ``init_cfg`` and ``train_cfg``), a model dict with a
+            ``type``, or a module used as it is.
 
     Returns:
-        nn.Module: the teacher in eval mode, gradients off. Its ``init_cfg``
-        is ``dict(type='Pretrained', checkpoint=..., prefix=...)`` when it
-        has weights to load (:func:`load_teacher_weights`).
+        nn.Module: the frozen teacher; its ``init_cfg`` is ``Pretrained``
+        when it has weights to load (:func:`load_teacher_weights`).
 
     Raises:
-        ValueError: ``cfg`` is none of the above, or has unknown keys.
+        ValueError: ``cfg`` is none of these, or has unknown keys.
     """
     if isinstance(cfg, nn.Module):
         return freeze(cfg)
@@ -153,24 +101,18 @@ def build_teacher(cfg):
 
 
 def load_teacher_weights(teacher, converter=None, logger=None):
-    """Give a teacher built by :func:`build_teacher` its weights.
-
-    With a ``Pretrained`` ``init_cfg`` the checkpoint is read (the keys
-    under its ``prefix`` when it has one and the checkpoint uses it),
-    passed through ``converter`` and loaded with a report; without one the
-    teacher's own ``init_weights()`` runs once (a random teacher: tests and
-    tiny runs). The teacher is frozen again either way.
+    """Give a teacher built by :func:`build_teacher` its weights (its
+    ``Pretrained`` checkpoint's ``prefix`` part, converted, loaded with a
+    report), or else run its own ``init_weights`` once; freeze it again.
 
     Args:
         teacher (nn.Module): the teacher.
         converter (callable, optional): ``state_dict -> state_dict`` into
-            the teacher's names (e.g. ``deit_state_dict`` for an official
-            DeiT checkpoint).
+            the teacher's names (e.g. ``deit_state_dict``).
         logger (MMLogger, optional): where the report goes.
 
     Returns:
-        dict | None: the report of :func:`load_with_report`, or None when
-        nothing was loaded.
+        dict | None: the report of :func:`load_with_report`, or None.
     """
     init_cfg = getattr(teacher, 'init_cfg', None)
     report = None
@@ -192,11 +134,8 @@ def load_teacher_weights(teacher, converter=None, logger=None):
 
 
 def _migrate_teacher_keys(module, state_dict, prefix, *args):
-    """``load_state_dict`` pre-hook of a :class:`TeacherMixin` model: move
-    the ``teacher.*`` (``teacher_head.*`` ...) keys of a checkpoint that
-    kept its teacher inside into the held teacher, or drop them when the
-    model has none; drop training-only modules the model lacks
-    (``distill_only``), e.g. to deploy into the plain student."""
+    """``load_state_dict`` pre-hook: a checkpoint's teacher keys go to the
+    held teacher (or are dropped), absent ``distill_only`` modules' dropped."""
     logger = MMLogger.get_current_instance()
     what = type(module).__name__
     for name in module.teacher_names:
@@ -229,22 +168,16 @@ def _migrate_teacher_keys(module, state_dict, prefix, *args):
 
 
 class TeacherMixin:
-    """Frozen teachers for a classifier, held outside its module tree.
-
-    Mix in before the classifier (``class C(TeacherMixin, ImageClassifier)``)
-    and call :meth:`add_teacher` in ``__init__``. The mixin loads the
-    teachers' weights after the classifier's own ``init_weights``, keeps
-    them in eval mode under ``train()``, moves them with the model and
-    migrates checkpoints that hold them (see the module docstring).
+    """Frozen teachers of a classifier, held outside its module tree:
+    ``class C(TeacherMixin, ImageClassifier)``, :meth:`add_teacher` in
+    ``__init__``.
 
     Attributes:
-        teacher_names (tuple[str]): the names a teacher may have; their
-            keys in an old checkpoint are moved into the teacher.
-        distill_only (tuple[str]): attributes holding trainable,
-            training-only modules (e.g. GLAD's ``teacher_glads``); their
-            keys are dropped from a checkpoint when the attribute is None.
-        teacher_load_reports (dict): per teacher, the report of its last
-            load (None for a random teacher), after ``init_weights``.
+        teacher_names (tuple[str]): the names a teacher may have (their keys
+            in an old checkpoint move into the teacher).
+        distill_only (tuple[str]): trainable, training-only modules, whose
+            keys are dropped when the attribute is None.
+        teacher_load_reports (dict): per teacher, its last load's report.
     """
 
     teacher_names = ('teacher', )
@@ -260,18 +193,13 @@ class TeacherMixin:
             _migrate_teacher_keys, with_module=True)
 
     def add_teacher(self, name, cfg, checkpoint=None, converter=None):
-        """Build a frozen teacher (no weights read) and hold it.
+        """Build, hold and return a frozen teacher (no weights read).
 
         Args:
             name (str): one of :attr:`teacher_names`.
             cfg (dict | nn.Module): see :func:`build_teacher`.
-            checkpoint (str, optional): its weights, overriding the
-                config's.
-            converter (callable, optional): see
-                :func:`load_teacher_weights`.
-
-        Returns:
-            nn.Module: the teacher.
+            checkpoint (str, optional): its weights, overriding the config's.
+            converter (callable, optional): see :func:`load_teacher_weights`.
         """
         if name not in self.teacher_names:
             raise ValueError(f'teacher name must be one of '
@@ -293,8 +221,7 @@ class TeacherMixin:
         return self.get_teacher('teacher')
 
     def init_weights(self):
-        """The classifier's ``init_weights``, then the teachers' weights
-        (in the order they were added)."""
+        """The classifier's ``init_weights``, then the teachers' weights."""
         super().init_weights()
         for name, teacher in self._teachers.items():
             self.teacher_load_reports[name] = load_teacher_weights(
@@ -308,8 +235,7 @@ class TeacherMixin:
         return self
 
     def _apply(self, fn, recurse=True):
-        """Apply ``fn`` (``.to()``, ``.cuda()``, ``.half()`` ...) to the
-        model and to its teachers."""
+        """Apply ``fn`` (``.to()``, ``.half()`` ...) to teachers too."""
         super()._apply(fn, recurse)
         for teacher in self.__dict__.get('_teachers', {}).values():
             teacher._apply(fn, recurse)

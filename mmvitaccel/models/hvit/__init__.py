@@ -1,6 +1,5 @@
-"""hMHSA and cFFN: hallucinated attention maps and the compact,
-re-parameterised FFN (``docs/hmhsa_cffn.md``). The PVTv2 parts register
-only where mmdet imports."""
+"""hMHSA and cFFN (``docs/hmhsa_cffn.md``); the PVTv2 parts register only
+where mmdet imports."""
 from mmvitaccel.models.hvit.cffn import compact_ffn
 from mmvitaccel.models.hvit.hmhsa_attention import (HallucinatedAttentionMixin,
                                                     HallucinatedMultiheadAttention,

@@ -1,15 +1,5 @@
-"""cFFN on upstream FFNs: factor the hidden-to-output projection in place.
-
-Two upstream FFN layouts are handled, keeping ``M1`` (``layers.0``), the
-activation and every other name:
-
-* mmcv's ``FFN`` (mmpretrain ViT/DeiT and Swin): ``layers = [Sequential(
-  Linear(C, mC), Act, Dropout), Linear(mC, C), Dropout]``; ``layers.1``
-  becomes a :class:`~mmvitaccel.ops.CompactLinear` on tokens;
-* mmdet's PVTv2 ``MixFFN``: ``layers = [Conv1x1(C, mC), DWConv3x3, Act,
-  Dropout, Conv1x1(mC, C), Dropout]``; ``layers.4`` becomes a
-  :class:`~mmvitaccel.ops.CompactLinear` on ``(B, mC, H, W)`` maps.
-"""
+"""cFFN on upstream FFNs: ``M2`` (mmcv ``FFN``'s ``layers.1``, mmdet
+``MixFFN``'s ``layers.4``) -> :class:`~mmvitaccel.ops.CompactLinear`."""
 import torch.nn as nn
 
 from mmvitaccel.ops import CompactLinear
@@ -21,8 +11,7 @@ def compact_ffn(ffn, ratio=0.5, branches=2, deploy=False):
     """Replace ``M2`` of an upstream FFN by ``U V`` (cFFN), in place.
 
     Args:
-        ffn (nn.Module): mmcv ``FFN`` with two fully-connected layers, or
-            mmdet ``MixFFN``.
+        ffn (nn.Module): mmcv ``FFN`` or mmdet ``MixFFN``.
         ratio (float): Compact ratio ``t``; ``k = t m C / (m + 1)``.
         branches (int): ``r`` (1x1 conv + BN) branches per factor.
         deploy (bool): Build the folded form.

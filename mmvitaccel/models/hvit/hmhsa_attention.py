@@ -1,21 +1,5 @@
-"""hMHSA attention layers for the three hosts, on upstream modules.
-
-* :class:`HallucinatedMultiheadAttention` replaces mmpretrain's
-  ``MultiheadAttention`` in a ViT/DeiT ``TransformerEncoderLayer``
-  (:class:`HViTEncoderLayer`); keys are ``[cls; H x W patches]``.
-* :class:`~.hmhsa_sra.HallucinatedSRA` (in :mod:`.hmhsa_sra`, since it
-  needs mmdet) subclasses mmdet's PVT ``SpatialReductionAttention``; the key
-  grid is the spatially reduced map (``H / sr x W / sr``).
-* :class:`HallucinatedWindowMSA` subclasses mmpretrain's ``WindowMSA``
-  (Swin); the key grid is the ``w x w`` window, the relative position bias
-  (all ``h`` heads) and the shift mask are added after the hallucination.
-
-In every one ``qkv`` (or ``attn.in_proj_*``) becomes ``q`` (``C -> C/2``),
-``k`` (``C -> C/2``) and ``v`` (``C -> C``); ``proj`` and every other
-upstream name is kept, so an upstream checkpoint loads the rest as it is,
-and :func:`~mmvitaccel.models.utils.hvit_state_dict` initialises
-``q``/``k``/``v`` from the first ``h / 2`` heads of the fused projection.
-"""
+"""hMHSA attention on upstream modules (ViT/DeiT, Swin; PVT in
+:mod:`.hmhsa_sra`): fused ``qkv`` -> ``q``, ``k`` (``C -> C/2``), ``v``."""
 import math
 
 import torch
@@ -50,16 +34,12 @@ def square_grid(num_tokens, where='tokens'):
 
 
 class HallucinatedAttentionMixin:
-    """``q``/``k``/``v`` projections and the IHH + CHH hallucination.
-
-    Subclasses call :meth:`_init_hallucinated` in ``__init__`` and
-    :meth:`_attend` in ``forward``.
-    """
+    """``q``/``k``/``v`` projections and the IHH + CHH hallucination;
+    subclasses call :meth:`_init_hallucinated` and :meth:`_attend`."""
 
     def _init_hallucinated(self, embed_dims, num_heads, qkv_bias=True,
                            kernel_size=3, where='', form='auto'):
         check_even_heads(num_heads, where)
-        # which form of hallucinated_attention runs (same function)
         self.hmhsa_form = check_hmhsa_form(form)
         if embed_dims % num_heads:
             raise ValueError(f'embed_dims {embed_dims} is not a multiple of '
@@ -73,21 +53,7 @@ class HallucinatedAttentionMixin:
         self.hallucination = AttentionHallucination(num_heads, kernel_size)
 
     def _project(self, x_q, x_kv):
-        """``Q^, K^, V`` of the tokens: three products, or in inference
-        one product with the three weights stacked when queries and keys
-        are the same tokens (upstream's single ``qkv`` product; the design
-        notes' batch-1 profile).
-
-        The stacked weight is kept between calls and rebuilt when a weight
-        changes (its storage or its in-place version), so loading a
-        checkpoint or an optimiser step is seen. Training (gradients on),
-        the FLOP counter's tracer and graph capture take the three
-        products.
-
-        Returns:
-            tuple[Tensor]: ``(B, N_q, C/2)``, ``(B, N_k, C/2)``,
-            ``(B, N_k, C)``.
-        """
+        """``Q^, K^, V``; one stacked, cached product in eager inference."""
         if x_q is not x_kv or not eager_inference():
             return self.q(x_q), self.k(x_kv), self.v(x_kv)
         layers = (self.q, self.k, self.v)
@@ -105,22 +71,17 @@ class HallucinatedAttentionMixin:
 
     def _attend(self, x_q, x_kv, grid, num_extra=0, scale=None, bias=None,
                 mask=None, dropout_p=0.0):
-        """``softmax([A_r; CHH(IHH(A_r))] + bias + mask) V`` per head.
+        """``softmax([A_r; CHH(IHH(A_r))] + bias + mask) V``, ``(B, N_q, C)``.
 
         Args:
             x_q (Tensor): Query tokens ``(B, N_q, C)``.
-            x_kv (Tensor): Key/value tokens ``(B, N_k, C)``,
-                ``N_k = num_extra + H_k * W_k``.
+            x_kv (Tensor): Key/value tokens ``(B, num_extra + H_k W_k, C)``.
             grid (tuple[int, int]): Key grid ``(H_k, W_k)``.
             num_extra (int): Leading non-grid keys (class token).
             scale (float, optional): Logit scale, ``(C/h) ** -0.5`` default.
             bias (Tensor, optional): ``(h, N_q, N_k)``, added to all maps.
-            mask (Tensor, optional): Additive, broadcastable to
-                ``(B, h, N_q, N_k)``.
+            mask (Tensor, optional): Additive, to ``(B, h, N_q, N_k)``.
             dropout_p (float): Attention dropout.
-
-        Returns:
-            Tensor: ``(B, N_q, C)`` before the output projection.
         """
         B, Nq, _ = x_q.shape
         Nk = x_kv.shape[1]
@@ -148,13 +109,10 @@ class HallucinatedMultiheadAttention(HallucinatedAttentionMixin, nn.Module):
         qkv_bias (bool): Biases on ``q``, ``k``, ``v``.
         proj_bias (bool): Bias on ``proj``.
         layer_scale_init_value (float): Layer scale (0: none).
-        num_extra_tokens (int): Leading tokens that are not on the patch
-            grid (1: DeiT's class token).
+        num_extra_tokens (int): Leading non-grid tokens (class token).
         kernel_size (int): IHH filter side.
-        hmhsa_form (str): ``'explicit'`` (IHH/CHH on the maps),
-            ``'fused'`` or ``'stacked'`` (IHH on the keys), or ``'auto'``
-            (per shape the faster; :func:`~mmvitaccel.ops.hmhsa.
-            hallucinated_attention`). Same function, same weights.
+        hmhsa_form (str): ``'explicit'``, ``'fused'``, ``'stacked'`` or
+            ``'auto'`` (:func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`).
     """
 
     def __init__(self,
@@ -183,11 +141,9 @@ class HallucinatedMultiheadAttention(HallucinatedAttentionMixin, nn.Module):
             if layer_scale_init_value > 0 else nn.Identity()
 
     def forward(self, x, hw_shape=None):
-        """
-        Args:
+        """Args:
             x (Tensor): ``(B, num_extra + H * W, C)``.
-            hw_shape (tuple[int, int], optional): Patch grid ``(H, W)``;
-                inferred for a square grid.
+            hw_shape (tuple[int, int], optional): Patch grid (default square).
 
         Returns:
             Tensor: ``(B, N, C)``, the residual branch (no shortcut).
@@ -200,25 +156,19 @@ class HallucinatedMultiheadAttention(HallucinatedAttentionMixin, nn.Module):
 
 
 class HViTEncoderLayer(TransformerEncoderLayer):
-    """mmpretrain's ViT encoder layer with hMHSA and/or cFFN.
-
-    With ``hmhsa=False, cffn=False`` it is the upstream layer (same
-    modules, same names). ``forward`` takes the patch grid, which hMHSA
-    needs for IHH.
+    """mmpretrain's ViT encoder layer with hMHSA and/or cFFN (neither: the
+    upstream layer); ``forward`` takes the patch grid for IHH.
 
     Args:
-        hmhsa (bool): Replace ``attn`` by
-            :class:`HallucinatedMultiheadAttention`.
+        hmhsa (bool): Use :class:`HallucinatedMultiheadAttention`.
         cffn (bool): Factor the FFN's second linear (``ffn.layers.1``).
         cffn_ratio (float): ``t``.
         cffn_branches (int): ``r``.
         deploy (bool): Build cFFN in the folded (inference) form.
         num_extra_tokens (int): Leading non-grid tokens (class token).
         ihh_kernel (int): IHH filter side.
-        hmhsa_form (str): ``'explicit'`` (IHH/CHH on the maps),
-            ``'fused'`` or ``'stacked'`` (IHH on the keys), or ``'auto'``
-            (per shape the faster; :func:`~mmvitaccel.ops.hmhsa.
-            hallucinated_attention`). Same function, same weights.
+        hmhsa_form (str): ``'explicit'``, ``'fused'``, ``'stacked'`` or
+            ``'auto'`` (:func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`).
         **kwargs: Arguments of mmpretrain's ``TransformerEncoderLayer``.
     """
 
@@ -255,8 +205,7 @@ class HViTEncoderLayer(TransformerEncoderLayer):
             compact_ffn(self.ffn, cffn_ratio, cffn_branches, deploy)
 
     def forward(self, x, hw_shape=None):
-        """
-        Args:
+        """Args:
             x (Tensor): ``(B, N, C)``.
             hw_shape (tuple[int, int], optional): Patch grid for hMHSA.
 
@@ -272,10 +221,8 @@ class HViTEncoderLayer(TransformerEncoderLayer):
 class HallucinatedWindowMSA(HallucinatedAttentionMixin, WindowMSA):
     """hMHSA inside Swin's window attention (mmpretrain's ``WindowMSA``).
 
-    The key grid of IHH is the ``w x w`` window (zero padded at its border).
-    The relative position bias table keeps its ``h`` columns (upstream
-    shape) and is added to all ``h`` maps after the hallucination, like the
-    shift mask, which must not leak into neighbours through IHH.
+    IHH's key grid is the ``w x w`` window; the relative position bias and
+    the shift mask are added to all ``h`` maps after the hallucination.
 
     Args:
         embed_dims (int): ``C``.
@@ -286,10 +233,8 @@ class HallucinatedWindowMSA(HallucinatedAttentionMixin, WindowMSA):
         attn_drop (float): Attention dropout.
         proj_drop (float): Dropout after ``proj``.
         kernel_size (int): IHH filter side.
-        hmhsa_form (str): ``'explicit'`` (IHH/CHH on the maps),
-            ``'fused'`` or ``'stacked'`` (IHH on the keys), or ``'auto'``
-            (per shape the faster; :func:`~mmvitaccel.ops.hmhsa.
-            hallucinated_attention`). Same function, same weights.
+        hmhsa_form (str): ``'explicit'``, ``'fused'``, ``'stacked'`` or
+            ``'auto'`` (:func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`).
         init_cfg (dict, optional): Init config.
     """
 
@@ -311,12 +256,9 @@ class HallucinatedWindowMSA(HallucinatedAttentionMixin, WindowMSA):
                                 form=hmhsa_form)
 
     def forward(self, x, mask=None):
-        """
-        Args:
+        """Args:
             x (Tensor): ``(B * nW, w * w, C)`` window tokens.
-            mask (Tensor, optional): ``(nW, w*w, w*w)``, bool (True where
-                allowed) or additive (0 where allowed, negative where not,
-                as upstream's shift mask).
+            mask (Tensor, optional): ``(nW, w*w, w*w)``, bool or additive.
 
         Returns:
             Tensor: ``(B * nW, w * w, C)``.
@@ -326,10 +268,7 @@ class HallucinatedWindowMSA(HallucinatedAttentionMixin, WindowMSA):
         bias = relative_position_bias(self.relative_position_bias_table,
                                       self.relative_position_index)
         if mask is not None:
-            # upstream's shift mask forbids with -100: softmax weights of
-            # e^-100, subnormal floats that make the products several times
-            # slower on a CPU; read as allowed/forbidden (the same regions),
-            # a forbidden key gets MASKED_LOGIT and weight exactly 0
+            # -100 offsets as allowed/forbidden: weight 0, not subnormal
             if mask.dtype != torch.bool:
                 mask = mask >= 0
             # window b * nW + w of the batch uses mask[w]: (B * nW, 1, N, N)
@@ -348,11 +287,8 @@ def resolve_hmhsa_stages(hmhsa, num_heads):
     """Which stages of a pyramid get hMHSA.
 
     Args:
-        hmhsa (bool | Sequence[int]): ``True``: every stage whose head count
-            is even (hMHSA halves the heads; PVTv2-b1's 1 and 5 heads and
-            Swin-T's 3 cannot be halved, so those stages keep plain
-            attention); ``False``: none; a sequence: exactly these 0-based
-            stages, each of which must have an even head count.
+        hmhsa (bool | Sequence[int]): ``True``: every even-head stage;
+            ``False``: none; or these 0-based stages (even heads).
         num_heads (Sequence[int]): Heads of each stage.
 
     Returns:

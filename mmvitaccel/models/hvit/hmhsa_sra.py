@@ -1,6 +1,4 @@
-"""hMHSA inside PVT's spatial-reduction attention, on mmdet's
-``SpatialReductionAttention`` (so it registers only where mmdet imports);
-the ViT and Swin forms are in :mod:`.hmhsa_attention`."""
+"""hMHSA in mmdet's PVT ``SpatialReductionAttention`` (needs mmdet)."""
 import torch.nn as nn
 from mmdet.models.backbones.pvt import SpatialReductionAttention
 from mmdet.models.layers import nchw_to_nlc, nlc_to_nchw
@@ -11,12 +9,9 @@ __all__ = ['HallucinatedSRA']
 
 
 class HallucinatedSRA(HallucinatedAttentionMixin, SpatialReductionAttention):
-    """hMHSA inside PVT's spatial-reduction attention (mmdet).
-
-    ``sr`` (a ``sr x sr`` conv, stride ``sr``) and ``norm`` are upstream's;
-    the fused ``attn`` (``nn.MultiheadAttention``) becomes ``q``, ``k``,
-    ``v``, ``proj`` and the hallucination. IHH runs on the reduced key grid
-    ``H // sr x W // sr`` (the shape of ``sr``'s output).
+    """hMHSA inside PVT's spatial-reduction attention (mmdet): ``attn``
+    becomes ``q``, ``k``, ``v``, ``proj``; IHH on the ``H // sr x W // sr``
+    key grid.
 
     Args:
         embed_dims (int): ``C``.
@@ -28,10 +23,8 @@ class HallucinatedSRA(HallucinatedAttentionMixin, SpatialReductionAttention):
         norm_cfg (dict): Norm after ``sr``.
         sr_ratio (int): Spatial reduction ratio.
         kernel_size (int): IHH filter side.
-        hmhsa_form (str): ``'explicit'`` (IHH/CHH on the maps),
-            ``'fused'`` or ``'stacked'`` (IHH on the keys), or ``'auto'``
-            (per shape the faster; :func:`~mmvitaccel.ops.hmhsa.
-            hallucinated_attention`). Same function, same weights.
+        hmhsa_form (str): ``'explicit'``, ``'fused'``, ``'stacked'`` or
+            ``'auto'`` (:func:`~mmvitaccel.ops.hmhsa.hallucinated_attention`).
         init_cfg (dict, optional): Init config.
     """
 
@@ -65,8 +58,7 @@ class HallucinatedSRA(HallucinatedAttentionMixin, SpatialReductionAttention):
         self.proj = nn.Linear(embed_dims, embed_dims)
 
     def forward(self, x, hw_shape, identity=None):
-        """
-        Args:
+        """Args:
             x (Tensor): ``(B, H * W, C)``.
             hw_shape (tuple[int, int]): ``(H, W)``.
             identity (Tensor, optional): Shortcut; ``x`` by default.

@@ -1,21 +1,5 @@
-"""Host checkpoints for the hMHSA/cFFN backbones (``mmvitaccel.HViT*``).
-
-* :func:`pvtv2_state_dict` reads a PVTv2 checkpoint, official
-  (whai362/PVT: ``patch_embed1``, ``block1.0.attn.q``, ...; converted with
-  mmdet's ``pvt_convert``) or mmdet/mmseg/mmvitaccel (``layers.{i}...``,
-  optionally under ``backbone.``), in mmdet's ``PyramidVisionTransformerV2``
-  names;
-* :func:`hallucinated_state_dict` adapts a host state dict (in the host's
-  names) to the hMHSA layers of a model: every fused ``qkv``
-  (mmpretrain ViT/Swin) or ``attn.in_proj_*`` (+ ``attn.out_proj`` ->
-  ``proj``; mmdet PVT) of a layer that became hMHSA is split with
-  :func:`~mmvitaccel.ops.split_qkv_weights` (``Q^``/``K^`` = the first
-  ``h / 2`` heads of ``Q``/``K``, ``V`` whole).
-
-The cFFN factors have no counterpart in a host checkpoint: the host's
-``M2`` is reported as unused and ``U``/``V`` as new by
-:func:`~mmvitaccel.models.utils.load_with_report`.
-"""
+"""Host checkpoints for the hMHSA/cFFN backbones: PVTv2 in mmdet's names,
+fused ``qkv`` split onto hMHSA layers (:func:`hallucinated_state_dict`)."""
 from collections import OrderedDict
 
 from mmvitaccel.ops import split_qkv_weights
@@ -41,8 +25,7 @@ def pvtv2_state_dict(checkpoint):
 
 
 def hallucinated_state_dict(model, state_dict):
-    """Map the fused attention projections of ``state_dict`` onto the hMHSA
-    layers of ``model`` (other keys are returned unchanged).
+    """Split ``state_dict``'s fused ``qkv`` onto ``model``'s hMHSA layers.
 
     Args:
         model (nn.Module): A model whose hMHSA layers are

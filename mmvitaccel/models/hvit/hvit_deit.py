@@ -16,40 +16,24 @@ from mmvitaccel.models.utils.archs import DEIT_ARCHS
 class HViTDeiT(HViTHostMixin, FrozenStagesMixin, VisionTransformer):
     """DeiT with hallucinated attention maps (hMHSA) and a compact FFN.
 
-    Every chosen layer is an :class:`HViTEncoderLayer`: hMHSA projects
-    ``Q^, K^`` to ``C / 2`` (``h / 2`` real maps on the ``[cls; H x W]``
-    keys), hallucinates ``h / 2`` maps with IHH (3x3 depth-wise over the
-    ``H x W`` key grid; the class-token key only sees the centre tap) and
-    CHH (1x1 across maps), and attends the full ``V``; cFFN factors
-    ``ffn.layers.1`` (``mC -> C``) into ``U V`` of rank
-    ``k = t m C / (m + 1)``, trained as ``r`` (1x1 conv + BN) branches per
-    factor and folded by :meth:`switch_to_deploy`. With ``hmhsa=False`` and
-    ``cffn=False`` the model is mmpretrain's ``VisionTransformer`` (same
-    names and outputs).
+    Chosen layers are :class:`HViTEncoderLayer`s: ``h / 2`` real maps and
+    ``h / 2`` hallucinated by IHH (3x3 depth-wise on the key grid) and CHH
+    (1x1 across maps); cFFN factors ``ffn.layers.1`` into ``U V`` of rank
+    ``k = t m C / (m + 1)``. Neither: mmpretrain's ``VisionTransformer``.
 
     Args:
         arch (str | dict): ``'deit-tiny'``/``'deit-small'``/``'deit-base'``
-            (or ``'tiny'``/``'small'``/``'base'``, read as DeiT), another
-            ``VisionTransformer`` arch, or a dict. The head count must be
-            even where hMHSA is used (DeiT-T/S/B: 3/6/12 heads, so DeiT-T
-            cannot use it).
-        hmhsa (bool | Sequence[int]): hMHSA in all layers, none, or these
-            0-based layers.
+            (or ``'tiny'`` etc.), a ``VisionTransformer`` arch, or a dict;
+            even heads where hMHSA is used (not DeiT-T).
+        hmhsa (bool | Sequence[int]): hMHSA in all layers, none, or these.
         cffn (bool | Sequence[int]): cFFN in all layers, none, or these.
-        cffn_ratio (float): Compact ratio ``t`` (default 0.5,
-            ``docs/hmhsa_cffn_design.md#defaults``).
-        cffn_branches (int): ``r`` branches while training (default 2,
-            ``docs/hmhsa_cffn_design.md#defaults``).
+        cffn_ratio (float): Compact ratio ``t``.
+        cffn_branches (int): ``r`` branches while training.
         deploy (bool): Build cFFN folded (to load a converted checkpoint).
         ihh_kernel (int): IHH filter side (3).
-        hmhsa_form (str): Form of hMHSA's attention, ``'explicit'``,
-            ``'fused'``, ``'stacked'`` or ``'auto'`` (default: per shape the
-            faster; see ``docs/hmhsa_cffn_design.md#forms``). Same function.
-        **kwargs: Other ``VisionTransformer`` arguments (``img_size``,
-            ``patch_size``, ``drop_path_rate``, ``out_type``, ``init_cfg``
-            ...). ``init_cfg=dict(type='Pretrained', checkpoint=...)`` reads
-            official or mmpretrain DeiT weights (see
-            :meth:`load_host_checkpoint`).
+        hmhsa_form (str): ``'explicit'``, ``'fused'``, ``'stacked'`` or
+            ``'auto'`` (``docs/hmhsa_cffn_design.md#forms``).
+        **kwargs: Other ``VisionTransformer`` arguments.
     """
 
     def __init__(self,
@@ -75,8 +59,7 @@ class HViTDeiT(HViTHostMixin, FrozenStagesMixin, VisionTransformer):
         ffn_layers = resolve_layers(cffn, self.num_layers, 'cffn')
         self.hmhsa_layers, self.cffn_layers = attn_layers, ffn_layers
         self.deploy = deploy
-        # the layer arguments VisionTransformer gave its own layers (its
-        # layer_cfgs included, which may override the hMHSA/cFFN ones)
+        # upstream's per-layer arguments (its layer_cfgs override ours)
         layer_cfgs = vit_layer_cfgs(self, dict(kwargs, arch=arch))
         for i in range(self.num_layers):
             cfg = dict(
@@ -103,8 +86,7 @@ class HViTDeiT(HViTHostMixin, FrozenStagesMixin, VisionTransformer):
         """Upstream's forward, giving each layer the patch grid (IHH).
 
         Args:
-            x (Tensor): Images ``(B, 3, H_img, W_img)``, any size the
-                position embedding can be resized to.
+            x (Tensor): Images ``(B, 3, H_img, W_img)``.
 
         Returns:
             tuple[Tensor]: One output per ``out_indices``, by ``out_type``.

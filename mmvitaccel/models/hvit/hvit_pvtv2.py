@@ -1,9 +1,4 @@
-"""hMHSA + cFFN on PVTv2 (mmdet ``PyramidVisionTransformerV2``).
-
-The paper's proof-of-concept host (PVTv2-b1 on Tiny-ImageNet). The same
-backbone serves mmdet and mmseg (four NCHW maps) and, with a global average
-pooling neck and a linear head, mmpretrain (``configs/hvit_pvtv2_b1_*``).
-"""
+"""hMHSA + cFFN on PVTv2 (mmdet ``PyramidVisionTransformerV2``)."""
 from mmcv.cnn.bricks.drop import DropPath
 from mmdet.models.backbones.pvt import PyramidVisionTransformerV2
 
@@ -33,43 +28,22 @@ class HViTPyramidVisionTransformerV2(HViTHostMixin,
                                      PyramidVisionTransformerV2):
     """PVTv2 with hMHSA on its spatial-reduction attention and cFFN.
 
-    hMHSA (:class:`~mmvitaccel.models.HallucinatedSRA`): ``Q^`` from
-    the ``H x W`` tokens and ``K^`` from the ``sr``-reduced map, both
-    ``C / 2``; IHH runs on the reduced key grid ``H / sr x W / sr``; CHH
-    across the ``h / 2`` maps; softmax; full ``V``. cFFN factors MixFFN's
-    ``fc2`` (``ffn.layers.4``, a 1x1 conv ``mC -> C``); ``fc1``, the 3x3
-    depth-wise conv and the activation are kept.
-
-    PVTv2 heads are ``[1, 2, 5, 8]``: stages 1 and 3 (1 and 5 heads) cannot
-    halve their maps, so ``hmhsa=True`` puts hMHSA in stages 2 and 4
-    (0-based 1 and 3) and a list naming an odd-head stage is refused.
-
-    Input sizes: as upstream, every stage's token map must be at least its
-    ``sr_ratio`` on each side (the spatial-reduction conv's kernel), e.g.
-    29 px with the default strides and ``sr_ratios=[8, 4, 2, 1]``; a
-    smaller input, which upstream fails on inside the conv, is refused with
-    the minimum size (:meth:`min_input_size`).
+    hMHSA (:class:`~mmvitaccel.models.HallucinatedSRA`): IHH on the
+    reduced key grid ``H / sr x W / sr``; cFFN factors MixFFN's ``fc2``
+    (``ffn.layers.4``). Heads ``[1, 2, 5, 8]``: ``hmhsa=True`` is stages 1
+    and 3 (0-based). Inputs below :meth:`min_input_size` are refused.
 
     Args:
-        arch (str): ``'b0'`` .. ``'b5'``; explicit ``embed_dims``,
-            ``num_layers`` or ``mlp_ratios`` in ``kwargs`` win.
-        hmhsa (bool | Sequence[int]): hMHSA stages (see above).
-        cffn (bool | Sequence[int]): cFFN in all stages, none, or these
-            0-based stages.
-        cffn_ratio (float): Compact ratio ``t`` (default 0.5,
-            ``docs/hmhsa_cffn_design.md#defaults``).
-        cffn_branches (int): ``r`` (default 2,
-            ``docs/hmhsa_cffn_design.md#defaults``).
+        arch (str): ``'b0'`` .. ``'b5'``; explicit ``kwargs`` win.
+        hmhsa (bool | Sequence[int]): hMHSA stages (even heads only).
+        cffn (bool | Sequence[int]): cFFN in all stages, none, or these.
+        cffn_ratio (float): Compact ratio ``t``.
+        cffn_branches (int): ``r`` branches while training.
         deploy (bool): Build cFFN folded.
         ihh_kernel (int): IHH filter side.
-        hmhsa_form (str): Form of hMHSA's attention, ``'explicit'``,
-            ``'fused'``, ``'stacked'`` or ``'auto'`` (default: per shape the
-            faster; see ``docs/hmhsa_cffn_design.md#forms``). Same function.
-        **kwargs: Other arguments of mmdet's ``PyramidVisionTransformer``
-            (``num_heads``, ``sr_ratios``, ``out_indices``,
-            ``drop_path_rate``, ``init_cfg`` ...).
-            ``init_cfg=dict(type='Pretrained', checkpoint=...)`` reads
-            official (whai362) or mmdet-layout PVTv2 weights.
+        hmhsa_form (str): ``'explicit'``, ``'fused'``, ``'stacked'`` or
+            ``'auto'`` (``docs/hmhsa_cffn_design.md#forms``).
+        **kwargs: Other arguments of mmdet's ``PyramidVisionTransformerV2``.
     """
 
     def __init__(self,
@@ -126,8 +100,7 @@ class HViTPyramidVisionTransformerV2(HViTHostMixin,
             hw_shape (tuple[int, int]): The input ``(H, W)``.
 
         Returns:
-            list[tuple[int, int]]: One per stage, as its patch embedding
-            (a strided conv, optionally adaptively padded) gives it.
+            list[tuple[int, int]]: One per stage.
         """
         shapes = []
         for patch_embed, _, _ in self.layers:
@@ -151,14 +124,12 @@ class HViTPyramidVisionTransformerV2(HViTHostMixin,
             for shape, sr in zip(self.stage_shapes(hw_shape), self.sr_ratios))
 
     def min_input_size(self, limit=4096):
-        """The smallest input side every stage accepts (``limit`` if none
-        up to it does)."""
+        """The smallest input side every stage accepts (at most ``limit``)."""
         return next((n for n in range(1, limit) if self._fits((n, n))),
                     limit)
 
     def check_input_size(self, hw_shape):
-        """Raise a clear ``ValueError`` for an input too small for the
-        spatial reductions (upstream fails inside the conv).
+        """Refuse an input too small for the spatial reductions.
 
         Args:
             hw_shape (tuple[int, int]): The input ``(H, W)``.
@@ -175,14 +146,12 @@ class HViTPyramidVisionTransformerV2(HViTHostMixin,
                     f'{self.min_input_size()} px a side')
 
     def forward(self, x):
-        """
-        Args:
-            x (Tensor): Images ``(B, 3, H, W)``, each side at least
-                :meth:`min_input_size` (29 px by default).
+        """Args:
+            x (Tensor): Images ``(B, 3, H, W)``, at least
+                :meth:`min_input_size` a side.
 
         Returns:
-            tuple[Tensor]: ``(B, C_i, H_i, W_i)`` maps of ``out_indices``
-            (a tuple, which mmpretrain's pooling neck requires).
+            tuple[Tensor]: ``(B, C_i, H_i, W_i)`` maps of ``out_indices``.
         """
         check_in_channels(x, self.layers[0][0].projection.in_channels, 4)
         self.check_input_size(tuple(x.shape[-2:]))

@@ -12,14 +12,8 @@ from mmvitaccel.models.hvit.hvit_base import HViTHostMixin, resolve_layers
 
 
 class SmallMapShiftWindowMSA(ShiftWindowMSA):
-    """mmpretrain's ``ShiftWindowMSA`` that takes maps smaller than a
-    window.
-
-    Such a map is padded to the window (and shifted, with the shift mask),
-    as upstream does with ``pad_small_map=True``, instead of being refused.
-    Maps of at least one window run exactly as upstream with this module's
-    ``pad_small_map``: with False (the default) a map of exactly one window
-    is not shifted, as the original Swin does at 224 px.
+    """mmpretrain's ``ShiftWindowMSA`` that pads maps smaller than a window
+    (as ``pad_small_map=True``) instead of refusing them.
 
     Args:
         *args: the arguments of ``ShiftWindowMSA``.
@@ -44,8 +38,7 @@ class SmallMapShiftWindowMSA(ShiftWindowMSA):
 
 
 def small_map_shift_window_msa(old):
-    """A :class:`SmallMapShiftWindowMSA` with the settings and submodules
-    (``w_msa``, ``drop``) of the upstream ``ShiftWindowMSA`` ``old``."""
+    """A :class:`SmallMapShiftWindowMSA` with ``old``'s settings, modules."""
     new = SmallMapShiftWindowMSA(
         embed_dims=old.w_msa.embed_dims,
         num_heads=old.w_msa.num_heads,
@@ -60,38 +53,22 @@ def small_map_shift_window_msa(old):
 class HViTSwinTransformer(HViTHostMixin, SwinTransformer):
     """Swin with hMHSA window attention and cFFN.
 
-    hMHSA (:class:`~mmvitaccel.models.HallucinatedWindowMSA`) works
-    inside each ``w x w`` window: ``h / 2`` real maps, IHH on the ``w x w``
-    key grid (zero padded at the window border), CHH, then the relative
-    position bias (upstream's ``h``-column table) and the shift mask on all
-    ``h`` maps, softmax, full ``V``. cFFN factors ``ffn.layers.1``.
-
-    Swin-T/S heads are ``[3, 6, 12, 24]``: stage 1 cannot halve its 3
-    heads, so ``hmhsa=True`` means stages 2-4 (0-based 1-3) and a list
-    naming stage 0 is refused; Swin-B ``[4, 8, 16, 32]`` takes all four.
-
-    Any input size works: a stage map smaller than a window is padded to it
-    as upstream does with ``pad_small_map=True``
-    (:class:`SmallMapShiftWindowMSA`), where upstream's default refuses it;
-    larger maps run as upstream with the given ``pad_small_map``.
+    hMHSA (:class:`~mmvitaccel.models.HallucinatedWindowMSA`) runs IHH on
+    each ``w x w`` window; cFFN factors ``ffn.layers.1``. Swin-T/S heads
+    ``[3, 6, 12, 24]``: ``hmhsa=True`` is stages 1-3 (0-based); Swin-B takes
+    all four. Maps smaller than a window are padded, not refused.
 
     Args:
         arch (str | dict): mmpretrain Swin arch (``'tiny'`` ...).
-        hmhsa (bool | Sequence[int]): hMHSA stages (see above).
+        hmhsa (bool | Sequence[int]): hMHSA stages (even heads only).
         cffn (bool | Sequence[int]): cFFN in all stages, none, or these.
-        cffn_ratio (float): Compact ratio ``t`` (default 0.5,
-            ``docs/hmhsa_cffn_design.md#defaults``).
-        cffn_branches (int): ``r`` (default 2,
-            ``docs/hmhsa_cffn_design.md#defaults``).
+        cffn_ratio (float): Compact ratio ``t``.
+        cffn_branches (int): ``r`` branches while training.
         deploy (bool): Build cFFN folded.
         ihh_kernel (int): IHH filter side.
-        hmhsa_form (str): Form of hMHSA's attention, ``'explicit'``,
-            ``'fused'``, ``'stacked'`` or ``'auto'`` (default: per shape the
-            faster; see ``docs/hmhsa_cffn_design.md#forms``). Same function.
-        **kwargs: Other ``SwinTransformer`` arguments. ``init_cfg=dict(
-            type='Pretrained', checkpoint=...)`` reads official, mmdet or
-            mmpretrain Swin weights (relative position tables resized to
-            this window).
+        hmhsa_form (str): ``'explicit'``, ``'fused'``, ``'stacked'`` or
+            ``'auto'`` (``docs/hmhsa_cffn_design.md#forms``).
+        **kwargs: Other ``SwinTransformer`` arguments.
     """
 
     def __init__(self,
@@ -129,8 +106,7 @@ class HViTSwinTransformer(HViTHostMixin, SwinTransformer):
         # frozen stages are applied by upstream's train()
 
     def forward(self, x):
-        """Upstream's forward, with a clear error for an input of other
-        than ``in_channels`` channels.
+        """Upstream's forward, refusing inputs of other channel counts.
 
         Args:
             x (Tensor): images ``(B, 3, H, W)``, any size.
@@ -145,8 +121,7 @@ class HViTSwinTransformer(HViTHostMixin, SwinTransformer):
     read_host_checkpoint = staticmethod(swin_state_dict)
 
     def _prepare_host_state_dict(self, state_dict):
-        """Resize relative position tables (and an absolute position
-        embedding) to this model, as upstream's load hooks do."""
+        """Resize the position tables as upstream's load hooks do."""
         self._prepare_relative_position_bias_table(state_dict, '')
         if self.use_abs_pos_embed:
             self._prepare_abs_pos_embed(state_dict, '')

@@ -1,13 +1,10 @@
-"""STViT and STViT-R: semantic tokens, recovery and dumbbell units
-(``docs/stvit.md``). The Swin-based parts register only where mmdet
-imports, the Video Swin one where mmaction2 does."""
+"""STViT and STViT-R (``docs/stvit.md``); Swin parts need mmdet/mmaction2."""
 from mmvitaccel.models.stvit.semantic_vit_layer import CrossAttentionViTLayer
 from mmvitaccel.models.stvit.stvit_deit import STViTDeiT
 from mmvitaccel.registry import MODELS
 from mmvitaccel.toolboxes import import_optional
 
-#: our module -> (the toolboxes it needs, its registered names, other
-#: exported names)
+#: module -> (toolboxes needed, registered names, other exports)
 _OPTIONAL = {
     'semantic_attention': (('mmdet', ), [],
                            ['CrossAttentionSwinBlock', 'MaskedWindowSwinBlock']),

@@ -1,18 +1,4 @@
-"""The Swin stage of STViT-R: dumbbell units, and the paper's ablations.
-
-Paper: Chang et al., *Making Vision Transformers Efficient from A Token
-Sparsification View* (CVPR 2023), Sec. 3.3 (dumbbell units) and the
-ablations of its Table 9; ``docs/stvit_design.md`` (sections 1 and 14)
-records the layouts and the readings we chose.
-
-* :class:`DumbbellSwinBlockSequence`: units of 6 blocks ``[image, STGM-1,
-  STGM-2, semantic local, semantic global, recovery]``, each generating its
-  own semantic tokens, or (``semantic_reuse``) generating them once and
-  reusing them as the initial cluster centres of the later units;
-* :class:`SingleRecoverySwinBlockSequence`: "STViT-R without dumbbell
-  units", one STGM and one recovery layer at the end of the stage;
-* :func:`stage_roles`: the role of every block of either layout.
-"""
+"""STViT-R stage: dumbbell units, Table 9 ablations (stvit_design.md §14)."""
 import contextlib
 
 import torch.nn as nn
@@ -36,17 +22,14 @@ def stage_roles(layout, depth, num_units=0, stgm_index=None,
                 num_recovery=1):
     """The role of every block of an STViT-R stage of ``depth`` blocks.
 
-    Roles: ``'swin'`` (the upstream Swin block, kept with its shift),
-    ``'image'`` (a unit's unshifted, padding-masked window block),
-    ``'stgm1'``, ``'stgm2'``, ``'semantic_local'``, ``'semantic_global'``
-    and ``'recovery'`` (cross-attention blocks).
+    Roles: ``'swin'`` (upstream block, its shift kept), ``'image'`` (unshifted,
+    padding-masked), ``'stgm1'``, ``'stgm2'``, ``'semantic_local'``,
+    ``'semantic_global'``, ``'recovery'``.
 
     Args:
         layout (str): ``'dumbbell'``: ``num_units`` units of
-            :data:`UNIT_LAYOUT` from the start, then ``'swin'`` blocks;
-            ``'single'``: ``'swin'`` blocks up to ``stgm_index``, the STGM,
-            semantic blocks alternating local/global (local first), and
-            ``num_recovery`` ``'recovery'`` blocks last.
+            :data:`UNIT_LAYOUT`, then ``'swin'``; ``'single'``: ``'swin'`` up
+            to ``stgm_index``, the STGM, semantic blocks, then recovery.
         depth (int): blocks in the stage.
         num_units (int): ``'dumbbell'`` only.
         stgm_index (int | None): ``'single'`` only, 0-based STGM-1 block.
@@ -66,32 +49,19 @@ def stage_roles(layout, depth, num_units=0, stgm_index=None,
 class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
     """A Swin stage whose first ``6 * num_units`` blocks form dumbbell units.
 
-    One unit, with ``X`` the image tokens of the padded map and ``S`` the
-    semantic tokens (``w_s x w_s`` per ``w x w`` window):
+    One unit (``X`` image tokens of the padded map, ``S`` semantic tokens),
+    each block followed by its FFN:
 
-    1. image block: ``X = W-MSA(X)`` (padded keys masked);
-    2. STGM-1: ``P = pool(X)`` per window, ``S1 = MHA(P, X_k1, X_k1) + P``
-       with ``X_k1`` the ``k1 x k1`` region around the window;
-    3. STGM-2: ``S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + S1`` (``G``
-       optional; ``stgm2_keys='image'``: keys ``X_k2`` only);
-    4. semantic local: attention among the ``w_s x w_s`` tokens of a window;
-    5. semantic global: attention among all semantic tokens of the image;
-    6. recovery: ``X = MHA(X, S_r, S_r) + X``, each image window attending
-       to the ``r x r`` neighbourhood of its cell on the semantic grid.
+    1. image: ``X = W-MSA(X)``, padded keys masked;
+    2. STGM-1: ``P = pool(X)``, ``S1 = MHA(P, X_k1, X_k1) + P``;
+    3. STGM-2: ``S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + S1``;
+    4. semantic local: attention among a window's ``w_s x w_s`` tokens;
+    5. semantic global: attention among all semantic tokens;
+    6. recovery: ``X = MHA(X, S_r, S_r) + X``, ``S_r`` the ``r x r``
+       semantic neighbourhood of the window.
 
-    Every block ends with its FFN. The remaining blocks of the stage run as
-    upstream Swin blocks. The stage keeps Swin's module names
-    (``blocks.{i}``, ``downsample``) so that Swin checkpoints load.
-
-    With ``semantic_reuse`` (the paper's Table 9: "If they are produced only
-    once in the first dumbbell unit and reused as initial cluster centers in
-    the subsequent dumbbell units") only the first unit pools: unit ``u > 0``
-    runs its STGM with ``P`` = the semantic tokens of unit ``u - 1`` after
-    its semantic blocks (``reuse_from='previous_unit'``), or the first
-    unit's STGM output ``S2`` (``reuse_from='first_stgm'``). The later
-    units' STGM attention still runs: the centres are *initial* ones, which
-    the STGM refines against the current image tokens. Learnable pooling
-    then exists for the first unit only (no unused parameters).
+    ``semantic_reuse``: unit ``u > 0`` takes ``P`` from unit ``u - 1``'s
+    semantic tokens or the first unit's ``S2`` (Table 9).
 
     Args:
         blocks (ModuleList): all blocks of the stage, dumbbells first.
@@ -99,19 +69,14 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         num_units (int): dumbbell units at the start of ``blocks``.
         recovery_window (int): ``r``, semantic neighbourhood of recovery.
         mask_padding (bool): mask padded image tokens in the image blocks.
-        stgm_form (str): ``'paper'`` (the equations above) or
-            ``'authors'`` (the released classification code, see
-            :meth:`generate_authors`).
-        centre_units (str): ``'all'``: every unit adds its own ``G``;
-            ``'first'``: only the first unit has ``G``.
-        kv_per_region (bool): ``'authors'`` form only: normalise and project
-            the keys/values of every gathered region (the authors' cost)
-            instead of projecting the map once and gathering (same values).
-        semantic_reuse (bool): generate the initial centres once (above).
-        reuse_from (str): one of :data:`REUSE_SOURCES` (above).
-        **kwargs: ``window_size``, ``semantic_window``, ``key_windows``,
-            ``pooling``, ``embed_dims``, ``global_centres`` of
-            :class:`SemanticSwinBlockSequence` (one STGM per unit).
+        stgm_form (str): ``'paper'`` (above) or ``'authors'``
+            (:meth:`generate_authors`).
+        centre_units (str): ``'all'`` or ``'first'``: units that add ``G``.
+        kv_per_region (bool): ``'authors'`` only: project keys/values per
+            gathered region (their cost, same values).
+        semantic_reuse (bool): generate the initial centres once.
+        reuse_from (str): one of :data:`REUSE_SOURCES`.
+        **kwargs: :class:`SemanticSwinBlockSequence`'s (one STGM per unit).
     """
 
     def __init__(self, blocks, downsample, num_units, recovery_window,
@@ -151,9 +116,7 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
 
     @contextlib.contextmanager
     def _given_initial_centres(self, initial):
-        """Make the STGM's pooling return ``initial = (P, valid)``, the
-        reused semantic tokens ``(B * nW, w_s^2, C)`` and ``(nW, w_s^2)``,
-        instead of pooling the image windows."""
+        """Make the pooling return ``initial = (P, valid)``."""
         if initial is None:
             yield
             return
@@ -166,11 +129,10 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
             self.poolers, self._fixed_pooling = poolers, fixed
 
     def generate(self, g, stgm1, stgm2, x, valid, initial=None, hw=None):
-        """STGM of unit ``g``: the paper's form
-        (:meth:`SemanticSwinBlockSequence.generate`) or the authors'
-        (:meth:`generate_authors`); same arguments and returns, plus
-        ``initial``: reused initial centres and their validity (None:
-        pool ``x``)."""
+        """STGM of unit ``g``, paper or authors' form; ``initial``: reused
+        ``(P, valid)`` (None: pool ``x``). As
+        :meth:`SemanticSwinBlockSequence.generate`.
+        """
         with self._given_initial_centres(initial):
             if self.stgm_form == 'authors':
                 return self.generate_authors(g, stgm1, stgm2, x, valid, hw)
@@ -180,8 +142,7 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
             return super().generate(g, stgm1, stgm2, x, valid, hw)
 
     def generate_authors(self, g, stgm1, stgm2, x, valid, hw=None):
-        """STGM of unit ``g`` in the form of the authors' released code:
-        :func:`~mmvitaccel.models.stvit.stvit_authors.authors_stgm`."""
+        """STGM of unit ``g`` in the authors' form (:func:`authors_stgm`)."""
         return authors_stgm(self, g, self._centres(g), stgm1, stgm2, x,
                             valid, hw)
 
@@ -192,8 +153,7 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
             blocks (Sequence[CrossAttentionSwinBlock]): the blocks.
             sem (Tensor): ``(B * nW, w_s^2, C)``.
             sem_valid (Tensor): ``(nW, w_s^2)`` bool.
-            all_valid (bool, optional): ``sem_valid`` is all True (known on
-                the host; else it is read).
+            all_valid (bool, optional): ``sem_valid`` is all True (host-known).
 
         Returns:
             Tensor: ``(B * nW, w_s^2, C)``.
@@ -210,8 +170,7 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         return sem
 
     def recover(self, blocks, windows, sem, sem_valid, shape, hw=None):
-        """Recovery: ``X = MHA(X, S_r, S_r) + X`` on the semantic grid, by
-        each block in turn (the same ``S``).
+        """Recovery ``X = MHA(X, S_r, S_r) + X``, each block in turn.
 
         Args:
             blocks (Sequence[CrossAttentionSwinBlock]): recovery blocks.
@@ -219,8 +178,7 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
             sem (Tensor): ``(B * nW, w_s^2, C)``.
             sem_valid (Tensor): ``(nW, w_s^2)`` bool.
             shape (torch.Size): the padded map ``(B, Hp, Wp, C)``.
-            hw (tuple[int, int], optional): the real map ``(H, W)``: the
-                masks are decided on the host (else read).
+            hw (tuple[int, int], optional): the real ``(H, W)`` (host masks).
 
         Returns:
             Tensor: the padded map ``(B, Hp, Wp, C)``.
@@ -230,7 +188,6 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         nh, nw = Hp // w, Wp // w
         grid_valid = window_reverse(sem_valid[..., None], s, nh * s,
                                     nw * s)[0, ..., 0]
-        # the semantic grid's validity is a padding mask of this extent
         grid_hw = semantic_extent(hw, (Hp, Wp), w, s)
         for block in blocks:
             grid = window_reverse(block.key_values(sem), s, nh * s, nw * s)
@@ -240,24 +197,16 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         return window_reverse(windows, w, Hp, Wp)
 
     def _unit(self, u, x, valid, initial=None, hw=None):
-        """Run dumbbell unit ``u`` on the padded map ``x (B, Hp, Wp, C)``
-        of the real map ``hw = (H, W)`` (None: masks read from ``valid``).
-
-        Returns:
-            tuple: the map, the STGM output ``(S2, valid)`` and the
-            semantic tokens after the semantic blocks ``(S, valid)``.
-        """
+        """Unit ``u``: the map, ``(S2, valid)`` and ``(S, valid)``."""
         img, stgm1, stgm2, local, glob, recovery = self.blocks[6 * u:6 * u +
                                                                6]
         padded_hw = x.shape[1:3]
         x = img(x, valid if self.mask_padding else None,
                 unpadded(hw, padded_hw))
-        # STGM: P = pool(X) (or reused), S1 = MHA(P, X_k1, X_k1) + P,
-        # S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + S1
+        # STGM: P = pool(X) (or reused), S1, S2
         windows, sem, sem_valid = self.generate(u, stgm1, stgm2, x, valid,
                                                 initial, hw)
         generated = (sem, sem_valid)
-        # semantic blocks: local (one window's s*s tokens), then global
         sem = self.attend_semantic(
             (local, glob), sem, sem_valid,
             semantic_all_valid(hw, padded_hw, self.window_size,
@@ -273,7 +222,7 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
         return x, hw_shape, x, hw_shape
 
     def forward(self, x, hw_shape):
-        """Same contract as mmdet's ``SwinBlockSequence.forward``.
+        """As mmdet's ``SwinBlockSequence.forward``.
 
         Args:
             x (Tensor): ``(B, H * W, C)`` tokens.
@@ -302,25 +251,18 @@ class DumbbellSwinBlockSequence(SemanticSwinBlockSequence):
 
 
 class SingleRecoverySwinBlockSequence(DumbbellSwinBlockSequence):
-    """STViT-R without dumbbell units: one STGM, one recovery at the end.
+    """STViT-R without dumbbell units (Table 9).
 
-    The paper's Table 9: "STViT equipped with only the recovery module. We
-    employ 6th and 7th transformer layers to construct STGM and the last
-    transformer layers to construct the recovery module in Stage 3. The
-    FLOPs is the same as the full-model STViT-R for fair comparison."
-    Blocks (:func:`stage_roles` ``'single'``): ``blocks[:i]`` upstream Swin
-    blocks on the image tokens (shifts as Swin, as in STViT), ``blocks[i]``
-    and ``blocks[i + 1]`` the STGM (one pooling, one ``G``), the rest but
-    the last semantic blocks alternating local/global, and the last block
-    the recovery of :class:`DumbbellSwinBlockSequence`.
+    Blocks (:func:`stage_roles` ``'single'``): Swin ``blocks[:i]``, STGM,
+    semantic blocks, ``num_recovery`` recovery blocks.
 
     Args:
         blocks (ModuleList): all blocks of the stage.
         downsample (nn.Module | None): the patch merging after the stage.
         stgm_index (int): ``i``, the block index of STGM-1.
         recovery_window (int): ``r``, semantic neighbourhood of recovery.
-        **kwargs: the other arguments of :class:`DumbbellSwinBlockSequence`
-            but ``num_units``, ``mask_padding`` and the reuse options.
+        **kwargs: :class:`DumbbellSwinBlockSequence`'s but ``num_units``,
+            ``mask_padding`` and the reuse options.
     """
 
     def __init__(self, blocks, downsample, stgm_index, recovery_window,
@@ -332,7 +274,7 @@ class SingleRecoverySwinBlockSequence(DumbbellSwinBlockSequence):
         self.num_recovery = num_recovery
 
     def forward(self, x, hw_shape):
-        """Same contract as :meth:`DumbbellSwinBlockSequence.forward`."""
+        """As :meth:`DumbbellSwinBlockSequence.forward`."""
         i = self.stgm_index
         for block in self.blocks[:i]:
             x = block(x, hw_shape)

@@ -1,14 +1,4 @@
-"""Swin blocks that attend across token sets, with padding masks.
-
-STViT's STGM, semantic and recovery layers are ordinary transformer layers
-whose queries and keys come from different token sets (image tokens,
-cluster centres, semantic tokens). To let a pretrained Swin checkpoint
-initialise them unchanged, they subclass mmdet's
-:class:`~mmdet.models.backbones.swin.SwinBlock` and keep its parameter names
-(``norm1``, ``attn.w_msa.qkv``, ``attn.w_msa.proj``, ``norm2``, ``ffn``).
-The fused ``qkv`` projection is split at run time: rows ``[:C]`` project the
-queries, rows ``[C:]`` the keys and values.
-"""
+"""Swin blocks that attend across token sets, with padding masks."""
 import torch.utils.checkpoint as cp
 from mmdet.models.backbones.swin import SwinBlock
 
@@ -18,31 +8,21 @@ from mmvitaccel.ops import (additive_mask, cross_attention, mask_or_none,
 
 
 def _nothing_to_init():
-    """Init of a WindowMSA without its position table (a module-level
-    function, so that the model still pickles)."""
+    """No-op init of a table-less WindowMSA (module-level: picklable)."""
 
 
 class CrossAttentionSwinBlock(SwinBlock):
-    """A Swin block whose queries attend to another set of tokens.
+    """A Swin block whose queries attend to another token set (no pos. bias).
 
-    ``x' = shortcut + DropPath(Proj(softmax(q k^T * s + mask) v))`` with
-    ``q = W_q LN1(query)`` and ``k, v = W_kv LN1(keys)`` (computed by
-    :meth:`key_values`, so callers can project a map once and gather
-    windows of it), then
-    ``x = x' + FFN(LN2(x'))``. One LayerNorm is shared by queries and keys,
-    as in the authors' code. There is no relative position bias (queries
-    and keys do not share a grid); the table inherited from Swin is removed,
-    so a Swin checkpoint leaves exactly ``relative_position_bias_table`` and
-    ``relative_position_index`` of these blocks unused.
+    ``x' = shortcut + DropPath(Proj(softmax(q k^T * s + mask) v))``,
+    ``q = W_q LN1(query)``, ``k, v = W_kv LN1(keys)`` (``qkv[:C]``/``[C:]``),
+    ``x = x' + FFN(LN2(x'))``.
 
     Args:
         embed_dims (int): channels ``C``.
         num_heads (int): attention heads.
         feedforward_channels (int): FFN hidden channels.
-        **kwargs: the other arguments of mmdet's ``SwinBlock``
-            (``qkv_bias``, ``qk_scale``, ``drop_rate``, ``attn_drop_rate``,
-            ``drop_path_rate``, ``act_cfg``, ``norm_cfg``, ``with_cp``,
-            ``init_cfg``); ``window_size``/``shift`` are meaningless here.
+        **kwargs: the rest of mmdet's ``SwinBlock`` (``shift`` ignored).
     """
 
     def __init__(self, embed_dims, num_heads, feedforward_channels,
@@ -56,21 +36,16 @@ class CrossAttentionSwinBlock(SwinBlock):
         self.attn.w_msa.init_weights = _nothing_to_init
 
     def key_values(self, tokens):
-        """Keys and values ``W_kv LN1(tokens)``, ``(..., C) -> (..., 2C)``
-        (see :func:`project_key_values`)."""
+        """Keys then values ``W_kv LN1(tokens)``, ``(..., C) -> (..., 2C)``."""
         return project_key_values(tokens, self.norm1, self.attn.w_msa.qkv)
 
     def attend(self, queries, kv, key_valid=None):
-        """Multi-head cross-attention with the block's weights
-        (:func:`cross_attention`), then the output projection.
+        """``Proj(MHA(queries, kv))`` with the block's weights.
 
         Args:
             queries (Tensor): normalised queries ``(N, Lq, C)``.
-            kv (Tensor): projected keys and values ``(N, Lk, 2C)`` from
-                :meth:`key_values`.
-            key_valid (Tensor, optional): ``(N, Lk)``, per-window
-                ``(nW, Lk)`` or per-query ``(1, Lq, Lk)`` bool; False keys
-                get no attention.
+            kv (Tensor): ``(N, Lk, 2C)`` from :meth:`key_values`.
+            key_valid (Tensor, optional): ``(N|nW, Lk)`` or ``(1, Lq, Lk)``.
 
         Returns:
             Tensor: ``(N, Lq, C)``.
@@ -88,10 +63,8 @@ class CrossAttentionSwinBlock(SwinBlock):
         Args:
             query (Tensor): ``(N, Lq, C)``.
             kv (Tensor): ``(N, Lk, 2C)`` from :meth:`key_values`.
-            key_valid (Tensor, optional): ``(N|nW, Lk)`` or ``(1, Lq, Lk)``
-                bool key mask.
-            shortcut (Tensor, optional): residual of the attention, default
-                ``query``.
+            key_valid (Tensor, optional): ``(N|nW, Lk)`` or ``(1, Lq, Lk)``.
+            shortcut (Tensor, optional): residual; default ``query``.
 
         Returns:
             Tensor: ``(N, Lq, C)``.
@@ -110,14 +83,7 @@ class CrossAttentionSwinBlock(SwinBlock):
 
 
 class MaskedWindowSwinBlock(SwinBlock):
-    """Swin's W-MSA block on a padded map, with padded keys masked out.
-
-    Upstream Swin zero-pads to window multiples and lets real tokens attend
-    to the padding, so its outputs depend on the padding. This block runs
-    the same computation (same weights, relative position bias included)
-    on windows of an already padded map and masks padded keys, so valid
-    outputs do not depend on what the padding holds. On an unpadded map it
-    equals the upstream block exactly. No shifted windows.
+    """Swin's W-MSA block on a padded map with padded keys masked; no shift.
 
     Args:
         embed_dims (int): channels.
@@ -140,9 +106,7 @@ class MaskedWindowSwinBlock(SwinBlock):
         Args:
             x (Tensor): ``(B, Hp, Wp, C)``, sides multiples of the window.
             valid (Tensor, optional): ``(Hp, Wp)`` bool, False on padding.
-            all_valid (bool, optional): whether nothing is padded, known on
-                the host (:func:`~mmvitaccel.ops.host_masks.unpadded`);
-                without it ``valid`` is read (a synchronisation).
+            all_valid (bool, optional): nothing padded, known on the host.
 
         Returns:
             Tensor: ``(B, Hp, Wp, C)``.
@@ -153,8 +117,7 @@ class MaskedWindowSwinBlock(SwinBlock):
         if valid is not None and \
                 mask_or_none(valid, all_valid) is not None:
             key_valid = window_partition(valid, window)  # (nW, w*w)
-            # (nW, w*w, w*w): MASKED_LOGIT on padded keys, every window
-            # holds a valid key (the padding is less than a window)
+            # (nW, w*w, w*w); padding < a window, so no row is all masked
             mask = additive_mask(
                 key_valid[:, None, :].expand(-1, key_valid.shape[-1], -1),
                 x.dtype)

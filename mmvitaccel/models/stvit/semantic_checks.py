@@ -1,25 +1,15 @@
-"""The checks of STViT's semantic stages: STGM sizes, keys and positions.
-
-Paper: Chang et al., *Making Vision Transformers Efficient from A Token
-Sparsification View* (CVPR 2023); ``docs/stvit_design.md``. Used at build
-time by the Swin backbones of STViT (2-D and video) and STViT-R
-(:mod:`~mmvitaccel.models.stvit.semantic_swin_stage`, which also exports
-these names).
-"""
+"""Build-time checks of STViT's semantic stages: STGM sizes and keys."""
 from mmvitaccel.ops import check_choice, check_placement
 from mmvitaccel.models.utils import check_int, check_int_pair
 
-#: keys and values of STGM-2: ``'semantic_and_image'``, the paper's
-#: ``Concat(S1, X)`` (Eq. 3), or ``'image'``, ``X`` only (the authors'
-#: detection code)
+#: STGM-2 keys: ``Concat(S1, X)`` (Eq. 3) or ``X`` only (authors' DET code)
 STGM2_KEYS = ('semantic_and_image', 'image')
 
 def stgm_index_for(depth, move_stgm=False):
-    """STGM-1's 0-based block in a semantic stage of ``depth`` blocks: the
-    paper's rule, ``round((2 d - 6) / 3)`` (blocks 3-4 of Swin-T's 6,
-    index 2; 11-12 of Swin-S/B's 18, index 10), or its "move STGM" variant
-    ``round(1 + (d - 6) / 12)`` blocks earlier (1 and 2 earlier). The
-    switch places STViT by the same rule (``docs/accelerate.md``).
+    """STGM-1's 0-based block in a stage of ``depth`` blocks.
+
+    ``i = round((2 d - 6) / 3)`` (Swin-T 2, Swin-S/B 10); "move STGM" subtracts
+    ``round(1 + (d - 6) / 12)`` (``docs/accelerate.md``).
 
     Args:
         depth (int): the stage's blocks.
@@ -43,8 +33,7 @@ def stgm_index_for(depth, move_stgm=False):
 
 
 def resolve_stgm_index(stgm_index, move_stgm, depth):
-    """The block index of STGM-1: ``stgm_index`` if given, else
-    :func:`stgm_index_for` the stage's ``depth``.
+    """``stgm_index`` if given, else :func:`stgm_index_for` ``depth``.
 
     Args:
         stgm_index (int | None): as configured.
@@ -63,20 +52,16 @@ def check_semantic_windows(semantic_window, key_windows, window):
     """Check the STGM sizes of a Swin with ``window x window`` windows.
 
     Args:
-        semantic_window (int): ``w_s``, in ``1 .. window`` (adaptive pooling
-            bins of the window; it need not divide it).
-        key_windows (tuple[int, int]): ``(k1, k2)``, each ``>= window``
-            (a region around the window, the window included) and
-            ``k1 <= k2``: STGM-2 refines STGM-1's tokens over a context at
-            least as wide (the paper's 10 -> 14, the authors' 14 -> 21).
+        semantic_window (int): ``w_s``, in ``1 .. window``.
+        key_windows (tuple[int, int]): ``(k1, k2)``, ``window <= k1 <= k2``.
         window (int): the Swin window side ``w``.
 
     Returns:
         tuple[int, tuple[int, int]]: ``semantic_window`` and ``key_windows``.
 
     Raises:
-        TypeError: a float ``semantic_window``, or ``key_windows`` not a
-            list/tuple of ints (e.g. a bare int).
+        TypeError: a float ``semantic_window``, or ``key_windows`` not
+            a pair of ints.
         ValueError: sizes out of range, or ``k1 > k2``.
     """
     semantic_window = check_int(
@@ -94,7 +79,7 @@ def check_semantic_windows(semantic_window, key_windows, window):
 
 
 def check_stgm_keys(stgm2_keys, key_region):
-    """Check the STGM key options at build time.
+    """Check the STGM key options.
 
     Args:
         stgm2_keys (str): one of :data:`STGM2_KEYS`.

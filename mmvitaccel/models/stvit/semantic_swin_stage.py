@@ -1,20 +1,4 @@
-"""The Swin stages of STViT and STViT-R that carry semantic tokens.
-
-Paper: Chang et al., *Making Vision Transformers Efficient from A Token
-Sparsification View* (CVPR 2023); the layout is reconstructed in
-``docs/stvit_design.md``. What the Swin backbones of STViT (2-D and video)
-and STViT-R share lives here:
-
-* the semantic token generation module (STGM: initial centres, STGM-1,
-  STGM-2) and the semantic local/global attention,
-  :class:`SemanticSwinBlockSequence`;
-* STViT's semantic stage, :class:`STViTSwinBlockSequence`, and the later
-  stages that attend globally among semantic tokens,
-  :class:`SemanticGlobalBlockSequence`;
-* the checks of the STGM sizes and positions (:func:`check_semantic_windows`,
-  :func:`resolve_stgm_index`, :func:`check_stgm_fits`), from
-  :mod:`~mmvitaccel.models.stvit.semantic_checks`.
-"""
+"""The Swin stages of STViT and STViT-R that carry semantic tokens."""
 import functools
 
 import torch
@@ -28,44 +12,35 @@ from mmvitaccel.ops import (IntraInterPooling, covered_tokens_mask,
                             pool_centres, region_windows_with_tokens,
                             regions_all_valid, semantic_all_valid,
                             window_partition, window_reverse)
-# the build-time checks live in their own module; the names stay here too
+# re-exported build-time checks
 from mmvitaccel.models.stvit.semantic_checks import (STGM2_KEYS,
                                                      check_semantic_windows,
                                                      check_stgm_fits,
                                                      check_stgm_keys,
                                                      resolve_stgm_index)  # noqa: F401
 
-#: windows whose key regions hold at least this share of the map attend to
-#: the whole map under a mask instead of gathering a copy of their region
-#: (overlapping gathers copy the map many times over)
+#: regions holding this share of the map attend to it masked, not gathered
 DENSE_REGION_SHARE = 0.5
 
 
 class SemanticSwinBlockSequence(BaseModule):
-    """What a Swin stage with semantic tokens needs besides its blocks.
-
-    Holds, per semantic token generation module (STGM), the learnable
-    pooling (optional) and the global centres ``G`` (optional), and runs
-    the STGM and the semantic blocks. Subclasses arrange the blocks.
+    """Pooling, ``G``, STGM and semantic attention of a Swin stage; subclasses
+    arrange the blocks.
 
     Args:
-        blocks (ModuleList): the blocks of the stage (names ``blocks.{i}``
-            as in Swin, so that checkpoints load).
+        blocks (ModuleList): the stage's blocks (Swin names ``blocks.{i}``).
         num_stgm (int): number of STGMs in the stage.
         window_size (int): Swin window ``w``.
         semantic_window (int): ``w_s``, semantic tokens per window side.
-        key_windows (tuple[int, int]): ``(k1, k2)``: STGM-1 and STGM-2
-            attend to the ``k x k`` image region centred on each window.
-        pooling (str): initial centres: ``'max'``, ``'avg'`` or
-            ``'intra_inter'``.
+        key_windows (tuple[int, int]): ``(k1, k2)``, key region sides of
+            STGM-1 and STGM-2.
+        pooling (str): ``'max'``, ``'avg'`` or ``'intra_inter'``.
         embed_dims (int): channels ``C`` of the stage.
         global_centres (bool): add learnable ``G`` to the STGM-2 queries.
-        stgm2_keys (str): ``'semantic_and_image'``: STGM-2 attends to
-            ``Concat(S1, X)`` (the paper's Eq. 3), the ``S1`` of the windows
-            that lie entirely in the region; ``'image'``: to ``X`` only.
-        key_region (str): where the ``k x k`` regions of STGM-1 and STGM-2
-            sit: ``'inside'`` (moved inside the map) or ``'centred'``
-            (centred on the window, clipped to the map).
+        stgm2_keys (str): ``'semantic_and_image'`` (``Concat(S1, X)``, Eq. 3)
+            or ``'image'``.
+        key_region (str): ``'inside'`` (moved inside the map) or
+            ``'centred'`` (clipped to the map).
     """
 
     def __init__(self, blocks, num_stgm, window_size, semantic_window,
@@ -95,8 +70,7 @@ class SemanticSwinBlockSequence(BaseModule):
         ]) if global_centres else None
 
     def init_new_parameters(self):
-        """Initialise what STViT adds to Swin: learnable pooling starts as
-        average pooling, global centres ``G`` are Gaussian."""
+        """Init pooling (as average pooling) and ``G`` (trunc normal .02)."""
         if self.poolers is not None:
             for pooler in self.poolers:
                 pooler.reset_parameters()
@@ -111,35 +85,29 @@ class SemanticSwinBlockSequence(BaseModule):
             g (int): index of the STGM (its pooling and ``G``).
             stgm1 (CrossAttentionSwinBlock): STGM layer 1.
             stgm2 (CrossAttentionSwinBlock): STGM layer 2.
-            x (Tensor): ``(B, Hp, Wp, C)`` image tokens, sides multiples of
-                the window.
+            x (Tensor): ``(B, Hp, Wp, C)``, sides multiples of the window.
             valid (Tensor): ``(Hp, Wp)`` bool, False on padding.
-            hw (tuple[int, int], optional): the real ``(H, W)``: masks are
-                decided on the host (else read from ``valid``).
+            hw (tuple[int, int], optional): the real ``(H, W)`` (host masks).
 
         Returns:
-            tuple[Tensor, Tensor, Tensor]: the image windows
-            ``(B * nW, w * w, C)``, the semantic tokens
-            ``(B * nW, w_s * w_s, C)`` and their validity
-            ``(nW, w_s * w_s)`` (False for centres of all-padding bins).
+            tuple[Tensor, Tensor, Tensor]: windows ``(B * nW, w * w, C)``,
+            semantic tokens ``(B * nW, w_s * w_s, C)``, their validity
+            ``(nW, w_s * w_s)``.
         """
         w = self.window_size
         nh, nw = x.shape[1] // w, x.shape[2] // w
         windows = window_partition(x, w)  # (B*nW, w*w, C)
         valid_w = window_partition(valid, w)  # (nW, w*w)
-        # initial cluster centres P: pooling of each window
+        # P = pool(X) per window
         pool = self.poolers[g] if self.poolers is not None else \
             self._fixed_pooling
         centres, sem_valid = pool(windows, valid=valid_w)
         sem_valid = sem_valid[:nh * nw]  # the same for every image
-        # STGM-1: S1 = MHA(P, X_k1, X_k1) + P; keys/values are projected
-        # once on the map, then taken per window
+        # STGM-1: S1 = MHA(P, X_k1, X_k1) + P
         sem = self.attend_regions(stgm1, centres, stgm1.key_values(x), valid,
                                   w, self.key_windows[0],
                                   placement=self.key_region, hw=hw)
-        # STGM-2 (Eq. 3): S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + S1,
-        # G on the queries only; the S1 keys are those of the windows in
-        # the region (stgm2_keys='image': X_k2 only)
+        # STGM-2 (Eq. 3): S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + S1
         query = sem if self.global_centres is None else \
             sem + self.global_centres[g]
         semantic = None
@@ -159,37 +127,25 @@ class SemanticSwinBlockSequence(BaseModule):
     def attend_regions(block, queries, kv_map, valid, window, size,
                        shortcut=None, placement='centred', semantic=None,
                        hw=None):
-        """Each window's queries attend to the ``size x size`` region of a
-        map around the window: ``MHA(q, K_region, V_region) + q``, FFN; with
-        ``semantic``, to ``[S_region; X_region]`` (Eq. 3), ``S_region`` the
-        per-window tokens of the windows lying entirely in the region.
+        """Each window's queries attend to the ``size x size`` region around.
 
-        Two exact forms: small regions are gathered per window
-        (:func:`~mmvitaccel.ops.neighbourhood_windows`); regions holding at
-        least ``DENSE_REGION_SHARE`` of the map attend to the whole map
-        under a per-query mask (:func:`~mmvitaccel.ops.neighbourhood_mask`),
-        which moves no memory and, when every region covers the map (e.g.
-        STViT-R's 27x27 recovery on the 6x6 semantic grid at 224), needs
-        no mask at all.
+        ``MHA(q, K_r, V_r) + q``, FFN; with ``semantic``, keys ``[S_r; X_r]``
+        (Eq. 3). Regions holding ``>= DENSE_REGION_SHARE`` of the map attend to
+        the whole map under a per-query mask; smaller ones are gathered.
 
         Args:
             block (CrossAttentionSwinBlock): the attending block.
-            queries (Tensor): ``(B * nW, Lq, C)``, windows in the order of
-                :func:`~mmvitaccel.ops.window_partition` of the map.
-            kv_map (Tensor): projected keys and values ``(B, Hp, Wp, 2C)``
-                (:meth:`CrossAttentionSwinBlock.key_values`), sides
-                multiples of ``window``.
+            queries (Tensor): ``(B * nW, Lq, C)``, windows in
+                :func:`~mmvitaccel.ops.window_partition` order.
+            kv_map (Tensor): ``(B, Hp, Wp, 2C)`` projected keys and values.
             valid (Tensor): ``(Hp, Wp)`` bool, False on padding.
             window (int): window side on the map.
             size (int): region side, ``>= window``.
             shortcut (Tensor, optional): residual, default ``queries``.
-            placement (str): ``'centred'`` or ``'inside'``
-                (:data:`~mmvitaccel.ops.windows.REGION_PLACEMENTS`).
-            semantic (tuple[Tensor, Tensor], optional): projected per-window
-                tokens on their grid ``(B, nh * t, nw * t, 2C)`` and their
-                validity ``(nh * t, nw * t)``, put before the image keys.
-            hw (tuple[int, int], optional): the real extent of which
-                ``valid`` is the padding mask: masks decided on the host.
+            placement (str): ``'centred'`` or ``'inside'``.
+            semantic (tuple[Tensor, Tensor], optional): per-window tokens
+                ``(B, nh * t, nw * t, 2C)`` and validity ``(nh * t, nw * t)``.
+            hw (tuple[int, int], optional): real extent of ``valid``.
 
         Returns:
             Tensor: ``(B * nW, Lq, C)``.
@@ -229,15 +185,13 @@ class SemanticSwinBlockSequence(BaseModule):
 
     @staticmethod
     def attend_local(block, sem, sem_valid, all_valid=None):
-        """Semantic local block: attention among the ``w_s x w_s`` tokens
-        of each window, ``S = MHA(S_win, S_win, S_win) + S_win``, FFN.
+        """Semantic local block: ``S = MHA(S_win, S_win, S_win) + S_win``, FFN.
 
         Args:
             block (CrossAttentionSwinBlock): the block.
             sem (Tensor): ``(B * nW, w_s * w_s, C)``.
             sem_valid (Tensor): ``(nW, w_s * w_s)`` bool.
-            all_valid (bool, optional): ``sem_valid`` is all True (known on
-                the host; else it is read).
+            all_valid (bool, optional): ``sem_valid`` is all True (host-known).
 
         Returns:
             Tensor: ``(B * nW, w_s * w_s, C)``.
@@ -247,8 +201,7 @@ class SemanticSwinBlockSequence(BaseModule):
 
     @staticmethod
     def attend_global(block, sem, sem_valid, all_valid=None):
-        """Semantic global block: attention among all semantic tokens of an
-        image, ``S = MHA(S, S, S) + S``, FFN.
+        """Semantic global block: ``S = MHA(S, S, S) + S``, FFN.
 
         Args:
             block (CrossAttentionSwinBlock): the block.
@@ -264,20 +217,14 @@ class SemanticSwinBlockSequence(BaseModule):
 
 
 class STViTSwinBlockSequence(SemanticSwinBlockSequence):
-    """The Swin stage where STViT generates its semantic tokens.
-
-    ``blocks[:i]`` are upstream Swin blocks on the image tokens,
-    ``blocks[i]`` and ``blocks[i + 1]`` the STGM, and the rest semantic
-    blocks alternating local and global (local first). The stage's patch
-    merging is replaced by ``expand``, a linear layer doubling the channels
-    of the semantic tokens (None in the last stage).
+    """STViT's semantic stage: Swin ``blocks[:i]``, STGM, then semantic blocks
+    (local, global, ...); ``expand`` replaces the patch merging.
 
     Args:
         blocks (ModuleList): all blocks of the stage.
         expand (nn.Module | None): ``Linear(C, 2C)`` or None.
         stgm_index (int): ``i``, the block index of STGM-1.
-        **kwargs: the arguments of :class:`SemanticSwinBlockSequence`
-            except ``num_stgm`` (one STGM).
+        **kwargs: :class:`SemanticSwinBlockSequence`'s, but ``num_stgm``.
     """
 
     def __init__(self, blocks, expand, stgm_index, **kwargs):
@@ -293,11 +240,11 @@ class STViTSwinBlockSequence(SemanticSwinBlockSequence):
             hw_shape (tuple[int, int]): ``(H, W)``.
 
         Returns:
-            tuple: ``(x_down, grid_shape, out, grid_shape, valid)``: the
-            semantic tokens after ``expand`` ``(B, s_H * s_W, 2C)`` and
-            before it ``(B, s_H * s_W, C)``, in raster order of the
-            semantic grid ``(s_H, s_W) = (Hp / w * w_s, Wp / w * w_s)``,
-            and their validity ``(s_H * s_W, )``.
+            tuple: ``(x_down, grid_shape, out, grid_shape, valid)``: tokens
+            ``(B, s_H * s_W, 2C)`` after ``expand``, ``(B, s_H * s_W, C)``
+            before, in raster order on the grid
+            ``(s_H, s_W) = (Hp / w * w_s, Wp / w * w_s)``; validity
+            ``(s_H * s_W, )``.
         """
         i, w, s = self.stgm_index, self.window_size, self.semantic_window
         for block in self.blocks[:i]:
@@ -323,8 +270,7 @@ class STViTSwinBlockSequence(SemanticSwinBlockSequence):
 
 
 class SemanticGlobalBlockSequence(BaseModule):
-    """A Swin stage that runs on semantic tokens: global attention in every
-    block (STViT's stage 4), then optionally a channel-doubling linear.
+    """A stage on semantic tokens: global attention, then optional ``expand``.
 
     Args:
         blocks (ModuleList): :class:`CrossAttentionSwinBlock` s.
@@ -341,12 +287,10 @@ class SemanticGlobalBlockSequence(BaseModule):
             x (Tensor): ``(B, L, C)`` semantic tokens.
             grid_shape (tuple[int, int]): their grid, ``s_H * s_W = L``.
             valid (Tensor): ``(L, )`` bool.
-            all_valid (bool, optional): ``valid`` is all True (known on the
-                host, :func:`~mmvitaccel.ops.semantic_all_valid`; else read).
+            all_valid (bool, optional): ``valid`` is all True (host-known).
 
         Returns:
-            tuple: ``(x_down, grid_shape, out, grid_shape, valid)`` as
-            :meth:`STViTSwinBlockSequence.forward`.
+            tuple: as :meth:`STViTSwinBlockSequence.forward`.
         """
         for block in self.blocks:
             x = SemanticSwinBlockSequence.attend_global(block, x, valid,
@@ -357,28 +301,17 @@ class SemanticGlobalBlockSequence(BaseModule):
 
 def build_semantic_stages(stages, semantic_stage, stgm_index, dims,
                           cross_block, semantic_sequence):
-    """Turn a Swin's stages from ``semantic_stage`` on into STViT's, in
-    place (2-D and video Swin alike).
-
-    Stage ``semantic_stage`` keeps its first ``stgm_index`` blocks (window
-    attention on the patch tokens) and makes the rest cross-attention
-    blocks; later stages are all cross-attention blocks on the semantic
-    tokens (:class:`SemanticGlobalBlockSequence`). A stage that had a patch
-    merging gets ``Linear(C, 2C)`` in its place (semantic tokens are not
-    on a grid that could be merged). Modules are created in the order
-    expand, blocks, stage, so that seeded initialisation is reproducible.
+    """Turn a Swin's stages from ``semantic_stage`` on into STViT's, in place.
 
     Args:
-        stages (ModuleList): the host's stages (each with ``blocks`` and
-            ``downsample``), replaced in place.
+        stages (ModuleList): the host's stages (``blocks``, ``downsample``).
         semantic_stage (int): the first stage with semantic tokens.
         stgm_index (int): the block of ``semantic_stage`` that is STGM-1.
         dims (Sequence[int]): the channels of each stage.
-        cross_block (Callable[[int, nn.Module], nn.Module]): stage index
-            and upstream block -> the cross-attention block that replaces
-            it.
+        cross_block (Callable[[int, nn.Module], nn.Module]): stage index and
+            upstream block -> its cross-attention block.
         semantic_sequence (Callable): ``(stage, blocks, expand)`` -> the
-            semantic stage module (e.g. :class:`STViTSwinBlockSequence`).
+            semantic stage module.
     """
     for i in range(semantic_stage, len(stages)):
         stage = stages[i]

@@ -1,16 +1,4 @@
-"""A ViT encoder layer whose queries attend to another set of tokens.
-
-STViT-DeiT's STGM layers are ordinary DeiT layers whose queries (cluster
-centres or semantic tokens) and keys (image tokens, or semantic and image
-tokens) come from different token sets. To let a pretrained DeiT checkpoint
-initialise them unchanged, :class:`CrossAttentionViTLayer` subclasses
-mmpretrain's :class:`~mmpretrain.models.backbones.vision_transformer.
-TransformerEncoderLayer` and keeps its parameter names (``ln1``,
-``attn.qkv``, ``attn.proj``, ``ln2``, ``ffn``; ``attn.gamma1`` and
-``ffn.gamma2`` with layer scale). The fused ``qkv`` projection is split at
-run time: rows ``[:C]`` project the queries, rows ``[C:]`` the keys and
-values (keys then values, the order of ``qkv``).
-"""
+"""A ViT encoder layer whose queries attend to another token set."""
 from mmpretrain.models.backbones.vision_transformer import \
     TransformerEncoderLayer
 
@@ -18,55 +6,40 @@ from mmvitaccel.ops import cross_attention, project_key_values
 
 
 class CrossAttentionViTLayer(TransformerEncoderLayer):
-    """mmpretrain's ViT encoder layer with cross-attention.
+    """mmpretrain's ViT encoder layer with cross-attention (no new parameters).
 
-    ``x' = shortcut + DropPath(gamma1 * Proj(softmax(q k^T * s + mask) v))``
-    with ``q = W_q LN1(query)`` and ``k, v = W_kv LN1(keys)`` (computed by
-    :meth:`key_values`, so a caller can project a token set once), then
-    ``x = x' + DropPath(gamma2 * FFN(LN2(x')))``, as the upstream layer. One
-    LayerNorm (``ln1``) is shared by queries and keys, as in the authors'
-    code; the scale is ``s = head_dims ** -0.5``, as upstream. With
-    ``kv = key_values(x)`` and ``query = x`` this is the upstream layer
-    exactly. The constructor is the upstream one: the layer adds no
-    parameters.
+    ``x' = shortcut + DropPath(gamma1 * Proj(softmax(q k^T * s + mask) v))``,
+    ``q = W_q LN1(query)``, ``k, v = W_kv LN1(keys)`` (``qkv[:C]``/``[C:]``),
+    ``x = x' + DropPath(gamma2 * FFN(LN2(x')))``, ``s = head_dims ** -0.5``.
 
     Args:
         embed_dims (int): channels ``C``.
         num_heads (int): attention heads.
         feedforward_channels (int): FFN hidden channels.
-        **kwargs: the other arguments of mmpretrain's
-            ``TransformerEncoderLayer`` (``layer_scale_init_value``,
-            ``drop_rate``, ``attn_drop_rate``, ``drop_path_rate``,
-            ``num_fcs``, ``qkv_bias``, ``ffn_type``, ``act_cfg``,
-            ``norm_cfg``, ``init_cfg``).
+        **kwargs: the rest of mmpretrain's ``TransformerEncoderLayer``.
     """
 
     def key_values(self, tokens):
-        """Keys and values of tokens: ``W_kv LN1(tokens)``.
+        """Keys then values, ``W_kv LN1(tokens)``.
 
         Args:
             tokens (Tensor): ``(..., C)``.
 
         Returns:
-            Tensor: ``(..., 2C)``, keys then values.
+            Tensor: ``(..., 2C)``.
         """
         return project_key_values(tokens, self.ln1, self.attn.qkv)
 
     def attend(self, queries, kv, key_valid=None):
-        """Multi-head cross-attention with the layer's weights, output
-        projection, dropouts and layer scale.
+        """Attention branch before the residual: ``gamma1 * Proj(MHA)``.
 
         Args:
             queries (Tensor): normalised queries ``(B, Lq, C)``.
-            kv (Tensor): projected keys and values ``(B, Lk, 2C)`` from
-                :meth:`key_values`.
-            key_valid (Tensor, optional): ``(B, Lk)`` or ``(1, Lk)`` bool;
-                False keys get no attention. Every query needs at least one
-                valid key.
+            kv (Tensor): ``(B, Lk, 2C)`` from :meth:`key_values`.
+            key_valid (Tensor, optional): ``(B|1, Lk)`` bool, False: masked.
 
         Returns:
-            Tensor: ``(B, Lq, C)``, the attention branch before the
-            residual.
+            Tensor: ``(B, Lq, C)``.
         """
         attn = self.attn
         C = queries.shape[-1]
@@ -87,8 +60,7 @@ class CrossAttentionViTLayer(TransformerEncoderLayer):
             query (Tensor): ``(B, Lq, C)``, not normalised.
             kv (Tensor): ``(B, Lk, 2C)`` from :meth:`key_values`.
             key_valid (Tensor, optional): ``(B|1, Lk)`` bool key mask.
-            shortcut (Tensor, optional): ``(B, Lq, C)``, residual of the
-                attention; default ``query``.
+            shortcut (Tensor, optional): ``(B, Lq, C)``; default ``query``.
 
         Returns:
             Tensor: ``(B, Lq, C)``.

@@ -1,22 +1,4 @@
-"""The layers STViT-R-Swin needs to run the authors' released layout.
-
-Paper: Chang et al., *Making Vision Transformers Efficient from A Token
-Sparsification View* (CVPR 2023). The authors' released ImageNet models
-(STViT-R-Swin-S/B) differ from a plain Swin in ways the paper does not
-state; ``docs/stvit_design.md`` (section "The authors' released layout")
-lists them. This module holds the pieces:
-
-* :class:`ConvStem`: two stride-2 3x3 convolutions with batch norm and
-  hard swish in place of Swin's 4x4 patch embedding (no norm after it);
-* :class:`LayerScaleCrossAttentionSwinBlock`: the cross-attention block
-  with learnable per-channel scales on both residual branches;
-* :func:`inside_regions`: the key region of each window shifted to lie
-  inside the map (the authors' unfold at 224 px), instead of clipped;
-* :class:`UnshiftedSmallMapMSA`: Swin's shifted-window attention that does
-  not shift a map that fits in one window (the official Swin's rule);
-* :func:`authors_stgm`: their STGM (no residual in STGM-1, ``[P; X]`` and
-  ``[S1; X]`` keys).
-"""
+"""Layers for the authors' released STViT-R layout (stvit_design.md §12)."""
 import functools
 
 import torch
@@ -31,19 +13,14 @@ from mmvitaccel.models.stvit.semantic_attention import CrossAttentionSwinBlock
 
 
 class ConvStem(nn.Module):
-    """Convolutional stem: ``X = h(BN(conv_2(h(BN(conv_1(I))))))``, with
-    ``conv_i`` 3x3, stride 2, padding 1, no bias, ``h`` hard swish; the
-    first halves the channels (``C / 2``). Output stride 4, as Swin's patch
-    embedding, and no normalisation after it.
+    """Conv stem ``X = h(BN(conv_2(h(BN(conv_1(I))))))``, no norm after.
+
+    ``conv_i`` 3x3, stride 2, padding 1, no bias, ``h`` hard swish; ``conv_1``
+    outputs ``C / 2``.
 
     Args:
         in_channels (int): image channels.
         embed_dims (int): ``C``, output channels (even).
-
-    Shapes:
-        ``(B, in_channels, H, W) -> (B, H4 * W4, C)`` tokens and
-        ``(H4, W4) = (ceil(H / 4), ceil(W / 4))`` (two rounds of
-        ``ceil(n / 2)``).
     """
 
     def __init__(self, in_channels, embed_dims):
@@ -66,7 +43,7 @@ class ConvStem(nn.Module):
 
         Returns:
             tuple[Tensor, tuple[int, int]]: tokens ``(B, H4 * W4, C)`` and
-            ``(H4, W4)``, as mmdet's ``PatchEmbed``.
+            ``(H4, W4) = (ceil(H / 4), ceil(W / 4))`` (as ``PatchEmbed``).
         """
         x = self.layers(x)
         hw_shape = (x.shape[2], x.shape[3])
@@ -74,21 +51,17 @@ class ConvStem(nn.Module):
 
 
 class LayerScaleCrossAttentionSwinBlock(CrossAttentionSwinBlock):
-    """:class:`CrossAttentionSwinBlock` with layer scale:
-    ``x' = shortcut + DropPath(gamma_1 * MHA(...))``,
-    ``x = x' + DropPath(gamma_2 * FFN(LN2(x')))``, ``gamma`` per channel,
-    initialised to ``layer_scale_init_value``.
+    """:class:`CrossAttentionSwinBlock` with layer scale.
 
-    Parameter names follow mmpretrain's transformer layers:
-    ``attn.gamma1.weight`` and ``ffn.gamma2.weight`` (mmcv's ``FFN``
-    applies ``gamma2`` itself).
+    ``x' = shortcut + DropPath(gamma_1 * MHA(...))``,
+    ``x = x' + DropPath(gamma_2 * FFN(LN2(x')))``; parameters
+    ``attn.gamma1.weight``, ``ffn.gamma2.weight`` (mmpretrain's names).
 
     Args:
         embed_dims (int): channels ``C``.
         num_heads (int): attention heads.
         feedforward_channels (int): FFN hidden channels.
-        layer_scale_init_value (float): initial scale, > 0 (1e-5 in the
-            authors' code).
+        layer_scale_init_value (float): initial scale, > 0 (authors: 1e-5).
         **kwargs: the other arguments of :class:`CrossAttentionSwinBlock`.
     """
 
@@ -111,15 +84,7 @@ class LayerScaleCrossAttentionSwinBlock(CrossAttentionSwinBlock):
 
 
 def _inside_axis(extent, window, size, device):
-    """Region coordinates along one axis, each region moved inside it.
-
-    Window ``a`` covers ``[a*w, (a+1)*w)``; its region starts at
-    ``clamp(a*w - (size - w) // 2, 0, extent - size)`` and spans ``size``
-    (the whole axis when ``size >= extent``).
-
-    Returns:
-        Tensor: ``(n, min(size, extent))`` coordinates.
-    """
+    """Coordinates ``(n, min(size, extent))`` of inside regions on one axis."""
     m = min(size, extent)
     starts = torch.arange(0, extent, window, device=device) - \
         (size - window) // 2
@@ -128,12 +93,10 @@ def _inside_axis(extent, window, size, device):
 
 
 def inside_regions(x, valid, window, size):
-    """For every window, the ``size x size`` region around it moved inside
-    the map (never clipped): at a 14 x 14 map, windows of 7 and
-    ``size = 10`` give the regions ``[0, 10)`` and ``[4, 14)`` per axis,
-    i.e. a 10 x 10 unfold with stride 4 and no padding, as in the authors'
-    classification code. Every region holds ``min(size, H) * min(size, W)``
-    keys of the map; only padding is invalid.
+    """Keys of the ``size x size`` region of each window, moved inside the map.
+
+    At 14 x 14, ``w = 7``, ``size = 10``: regions ``[0, 10)``, ``[4, 14)`` per
+    axis, the authors' unfold (k 10, stride 4, no padding).
 
     Args:
         x (Tensor): ``(B, Hp, Wp, C)``, sides multiples of ``window``.
@@ -142,9 +105,8 @@ def inside_regions(x, valid, window, size):
         size (int): region side, ``>= window``.
 
     Returns:
-        tuple[Tensor, Tensor]: keys ``(B * nW, K, C)`` in the window order
-        of :func:`~mmvitaccel.ops.window_partition`, and their validity
-        ``(nW, K)``.
+        tuple[Tensor, Tensor]: keys ``(B * nW, K, C)``, validity ``(nW, K)``;
+        ``K = min(size, Hp) * min(size, Wp)``.
     """
     B, H, W, C = x.shape
     rows = _inside_axis(H, window, size, x.device)
@@ -156,10 +118,7 @@ def inside_regions(x, valid, window, size):
 
 
 class UnshiftedSmallMapMSA(ShiftWindowMSA):
-    """mmdet's ``ShiftWindowMSA`` that leaves a map of at most one window
-    (``H <= w`` and ``W <= w``, e.g. Swin's 7 x 7 last stage at 224 px)
-    unshifted, as the official Swin and mmpretrain's do. Same parameters
-    and names; larger maps are shifted as upstream."""
+    """``ShiftWindowMSA`` leaving one-window maps unshifted (official Swin)."""
 
     def forward(self, query, hw_shape):
         """Args:
@@ -180,11 +139,7 @@ class UnshiftedSmallMapMSA(ShiftWindowMSA):
 
 def _region_kv(block, x, valid, window, size, per_region, extra=None,
                extra_valid=None):
-    """Keys/values ``(B * nW, Le + K, 2C)`` of ``[extra; region]`` per
-    window, the region moved inside the map
-    (:func:`~mmvitaccel.models.stvit.stvit_authors.inside_regions`),
-    and their validity ``(nW, Le + K)``. ``extra`` ``(B * nW, Le, C)``
-    are tokens every window's keys also hold."""
+    """``[extra; region]`` keys/values ``(B * nW, Le + K, 2C)``, validity."""
     w = window
     if per_region:  # LN and projection on every region
         keys, key_valid = inside_regions(x, valid, w, size)
@@ -203,8 +158,7 @@ def _region_kv(block, x, valid, window, size, per_region, extra=None,
 
 @functools.lru_cache(maxsize=256)
 def _inside_regions_all_valid(hw, padded_hw, window, size):
-    """Whether every key of :func:`inside_regions` is valid on an
-    ``hw`` map padded to ``padded_hw``, on the host (a CPU twin)."""
+    """Whether every :func:`inside_regions` key is valid (CPU twin)."""
     x = torch.zeros(1, *padded_hw, 1)
     _, valid = inside_regions(x, host_valid(hw, padded_hw), window, size)
     return bool(valid.all())
@@ -221,26 +175,19 @@ def _keys_all_valid(hw, padded_hw, window, size, sem_all_valid):
 def authors_stgm(seq, g, G, stgm1, stgm2, x, valid, hw=None):
     """STGM in the form of the authors' released classification code.
 
-    * STGM-1: ``S1 = MHA(P, [P; X_k1], [P; X_k1])`` with no residual
-      (their ``shortcut=False``), then the FFN; ``X_k1`` is the
-      ``k1 x k1`` region around the window moved inside the map (their
-      10 x 10 unfold with stride 4 at a 14 x 14 map).
-    * STGM-2: ``S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + (S1 + G)``
-      (their residual includes ``G``), ``S1`` of every window of the
-      image; with ``k2`` covering the map (14 at 224 px) this is their
-      global attention over ``[S1; X]``.
+    * STGM-1: ``S1 = MHA(P, [P; X_k1], [P; X_k1])``, no residual, then FFN;
+    * STGM-2: ``S2 = MHA(S1 + G, [S1; X_k2], [S1; X_k2]) + (S1 + G)``, ``S1``
+      of every window; ``X_k`` regions moved inside the map.
 
     Args:
-        seq (SemanticSwinBlockSequence): the stage (its window sizes,
-            pooling and ``kv_per_region``).
+        seq (SemanticSwinBlockSequence): the stage.
         g (int): unit index (its pooling).
         G (Tensor | None): the unit's global centres ``(1, w_s^2, C)``.
         stgm1 (CrossAttentionSwinBlock): STGM layer 1.
         stgm2 (CrossAttentionSwinBlock): STGM layer 2.
         x (Tensor): ``(B, Hp, Wp, C)``, sides multiples of the window.
         valid (Tensor): ``(Hp, Wp)`` bool, False on padding.
-        hw (tuple[int, int], optional): the real map ``(H, W)``: the masks
-            are decided on the host (else read from ``valid``).
+        hw (tuple[int, int], optional): the real ``(H, W)`` (host masks).
 
     Returns:
         tuple[Tensor, Tensor, Tensor]: as
@@ -257,7 +204,7 @@ def authors_stgm(seq, g, G, stgm1, stgm2, x, valid, hw=None):
     sem_valid = sem_valid[:nW]
     k1, k2 = seq.key_windows
     sem_all = semantic_all_valid(hw, (Hp, Wp), w, seq.semantic_window)
-    # STGM-1: S1 = MHA(P, [P; X_k1]) (no residual), S1 = S1 + FFN(S1)
+    # STGM-1: S1 = MHA(P, [P; X_k1]) (no residual), FFN
     kv, key_valid = _region_kv(stgm1, x, valid, w, k1, seq.kv_per_region,
                                centres, sem_valid)
     sem = stgm1(centres, kv,
@@ -272,7 +219,7 @@ def authors_stgm(seq, g, G, stgm1, stgm2, x, valid, hw=None):
     if Hp <= k2 and Wp <= k2:  # every region is the map: one key set
         keys = torch.cat([all_sem, x.reshape(B, Hp * Wp, C)], 1)
         key_valid = torch.cat([all_valid, valid.reshape(1, -1)], 1)
-        # all valid exactly without padding (no padding: no empty bin)
+        # no padding: every key valid
         out = stgm2(query.reshape(B, nW * Ls, C), stgm2.key_values(keys),
                     mask_or_none(key_valid, unpadded(hw, (Hp, Wp))))
         return windows, out.view(B * nW, Ls, C), sem_valid

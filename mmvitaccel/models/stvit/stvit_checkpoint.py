@@ -1,34 +1,4 @@
-"""Read the authors' released STViT-R checkpoints into our STViT-R-Swin.
-
-The authors' classification code is the official Swin code with its stage
-3 rebuilt; their checkpoints (``STViT-R-Swin-S.pth``, ``STViT-R-Swin-B.pth``)
-therefore use the official Swin names plus these (``i`` a stage, ``j`` a
-block):
-
-* ``patch_embed.proj.{0,2}.c.weight`` and ``patch_embed.proj.{0,2}.bn.*``:
-  the convolutional stem (conv + batch norm, twice);
-* ``layers.{i}.blocks.{j}.attn.q.*`` and ``attn.kv.*``: the query and the
-  fused key/value projections of their cross-attention blocks (STGM,
-  semantic, recovery), where Swin has one ``attn.qkv``;
-* ``layers.{i}.blocks.{j}.layer_scale_1`` / ``layer_scale_2``: layer
-  scale of the same blocks;
-* ``layers.{i}.semantic_token2``: the global centres ``G`` when trained
-  with them, ``(1, L, C)`` over the semantic grid of a 224 px image;
-* ``layers.{i}.blocks.{j}.attn_mask``: the shift masks of the official
-  Swin blocks (buffers computed from the geometry, not weights);
-* ``norm.*``: the norm after the last stage; ``head.*``: the classifier.
-
-:func:`stvit_r_authors_converter` maps them onto
-:class:`~mmvitaccel.models.STViTRSwinTransformer` built with
-``stem='conv'`` and ``layer_scale`` (``configs/
-stvit_r_swin_s_authors_in1k.py``): ``q`` and ``kv`` are stacked into
-``attn.w_msa.qkv`` (rows ``[:C]`` queries, ``[C:]`` keys then values, the
-order our cross-attention reads), layer scales become ``attn.gamma1.weight``
-and ``ffn.gamma2.weight``, the stem ``patch_embed.layers.{0,1}.{conv,bn}``,
-``norm`` the last stage's ``norm{i}``, ``semantic_token2``
-``stages.{i}.global_centres.0``; every other key goes through mmdet's
-``swin_converter`` (official Swin -> mmdet names, patch merging reordered).
-"""
+"""Read the authors' STViT-R checkpoints (stvit_design.md §12)."""
 import re
 from collections import OrderedDict
 
@@ -53,18 +23,16 @@ def is_stvit_r_authors(state_dict):
 
 
 def stvit_r_authors_converter(state_dict):
-    """The authors' STViT-R names -> our STViT-R-Swin names.
+    """The authors' STViT-R names -> ours (the rest via ``swin_converter``).
 
     Args:
         state_dict (dict): their weights (``layers.{i}...``, no prefix).
 
     Returns:
-        OrderedDict: backbone weights in our names, no prefix; ``head.*``
-        and the ``attn_mask`` buffers are dropped.
+        OrderedDict: backbone weights in our names, no ``head``/``attn_mask``.
 
     Raises:
-        ValueError: a ``q`` projection without its ``kv`` (not their
-            layout).
+        ValueError: a ``q`` projection without its ``kv`` (not their layout).
     """
     last = max(int(k.split('.')[1]) for k in state_dict
                if k.startswith('layers.'))
@@ -104,9 +72,7 @@ def stvit_r_authors_converter(state_dict):
 
 
 def stvit_r_state_dict(checkpoint):
-    """Backbone weights for STViT-R-Swin: the authors' STViT-R layout
-    (:func:`stvit_r_authors_converter`) or any Swin layout
-    (:func:`~mmvitaccel.models.utils.swin_state_dict`).
+    """Backbone weights for STViT-R-Swin from the authors' layout or any Swin.
 
     Args:
         checkpoint (str | dict): a path/URL or a loaded checkpoint.

@@ -1,11 +1,4 @@
-"""STViT on DeiT: semantic tokens replace the image tokens mid-network.
-
-Paper: Chang et al., *Making Vision Transformers Efficient from A Token
-Sparsification View* (CVPR 2023). The authors never released their DeiT
-code; the layout is the paper's, reconstructed in ``docs/stvit_design.md``
-(section 7): STGM at layers 5-6 of 12, 16 (4x4) semantic tokens, learnable
-global centres added to the STGM-2 queries, global average pooling head.
-"""
+"""STViT on DeiT: semantic tokens mid-network (stvit_design.md §7)."""
 import math
 
 import torch
@@ -27,59 +20,28 @@ from mmvitaccel.models.utils.vit import (FrozenStagesMixin, embed_tokens,
 class STViTDeiT(PretrainedMixin, FrozenStagesMixin, VisionTransformer):
     """STViT-DeiT: a DeiT whose later layers run on a few semantic tokens.
 
-    With ``X`` the ``H x W`` patch tokens, ``l = stgm_layers[0]`` and
-    ``N_s = semantic_tokens = s * s``:
+    ``X`` the ``H x W`` patch tokens, ``l = stgm_layers[0]``, ``N_s = s * s``;
+    every layer pre-norm, as upstream:
 
-    1. layers ``0 .. l-1`` are upstream ViT layers on ``[cls; X]``
-       ``(B, 1 + HW, C)``, the pretrained DeiT unchanged;
-    2. the class token is dropped; initial centres
-       ``P = pool(X)`` ``(B, N_s, C)``: adaptive max/avg pooling of the
-       ``H x W`` grid to ``s x s``, or the learnable intra/inter pooling;
-    3. STGM-1 (layer ``l``, a :class:`CrossAttentionViTLayer`):
-       ``S1' = MHA(q=P, k=X, v=X) + P``, ``S1 = FFN(S1') + S1'``; the keys
-       are all patch tokens (a global receptive field);
-    4. STGM-2 (layer ``l + 1``):
-       ``S2' = MHA(q=S1 + G, k=[S1; X], v=[S1; X]) + S1``,
-       ``S2 = FFN(S2') + S2'``, with ``G`` ``(1, N_s, C)`` learnable global
-       centres added to the queries only;
-    5. layers ``l+2 ..`` are upstream ViT self-attention layers on the
-       semantic tokens ``(B, N_s, C)``; then the final norm (``ln1``).
-
-    Norms are omitted in the equations: every layer is pre-norm
-    (``ln1``/``ln2``), as upstream. All parameter names are
-    ``VisionTransformer``'s, so an mmpretrain or official DeiT checkpoint
-    initialises everything but ``G``, the learnable pooling and (with
-    ``out_type='avg_featmap'``) the norm after pooling, ``ln2``.
+    1. layers ``< l``: upstream on ``[cls; X]`` ``(B, 1 + HW, C)``;
+    2. class token dropped; ``P = pool(X)`` ``(B, N_s, C)``;
+    3. STGM-1 (layer ``l``): ``S1 = MHA(P, X, X) + P``, then FFN;
+    4. STGM-2 (layer ``l + 1``): ``S2 = MHA(S1 + G, [S1; X], [S1; X]) + S1``,
+       then FFN; ``G`` ``(1, N_s, C)``;
+    5. layers ``> l + 1``: upstream on ``(B, N_s, C)``.
 
     Args:
-        arch (str | dict): ``'deit-tiny'``, ``'deit-small'``,
-            ``'deit-base'`` (or ``'tiny'``/``'small'``/``'base'``, read as
-            DeiT), any other arch name of ``VisionTransformer``, or a dict
-            with ``embed_dims``, ``num_layers``, ``num_heads`` and
-            ``feedforward_channels``.
-        stgm_layers (tuple[int, int]): 0-based indices of STGM-1 and STGM-2,
-            two consecutive layers; ``(4, 5)`` is the paper's layers 5-6 of
-            12.
-        semantic_tokens (int): ``N_s``, a perfect square ``s * s`` with
-            ``s`` at most the smaller side of the patch grid at
-            ``img_size``; 16 in the paper (25, 36, 49 also reported).
-        pooling (str): initial centres: ``'intra_inter'`` (the paper's
-            learnable pooling, built for the patch grid at ``img_size``;
-            other input sizes raise an error), ``'max'`` or ``'avg'``
-            (adaptive pooling, any input size).
-        global_centres (bool): learnable global centres ``G`` added to the
-            STGM-2 queries; the author says they matter on DeiT.
-        out_type (str): ``'avg_featmap'``: ``ln2`` of the mean of the
-            semantic tokens ``(B, C)``, as upstream's average pooling;
-            ``'featmap'``: the semantic grid ``(B, C, s, s)``; ``'raw'``:
-            the semantic tokens ``(B, N_s, C)``. There is no class token at
-            the end, so ``'cls_token'`` is refused.
-        out_indices (Sequence[int] | int): layers whose output is returned;
-            each must come after STGM-2 (the outputs are semantic tokens).
-        **kwargs: the other arguments of mmpretrain's
-            ``VisionTransformer`` (``img_size``, ``patch_size``,
-            ``drop_path_rate``, ``with_cls_token``, ``final_norm``,
-            ``layer_cfgs``, ``init_cfg``, ...).
+        arch (str | dict): ``'deit-tiny'``/``'deit-small'``/``'deit-base'``,
+            another ``VisionTransformer`` arch, or a dict.
+        stgm_layers (tuple[int, int]): 0-based STGM-1 and STGM-2, consecutive.
+        semantic_tokens (int): ``N_s``, a perfect square (16 in the paper).
+        pooling (str): ``'intra_inter'`` (only at ``img_size``), ``'max'`` or
+            ``'avg'``.
+        global_centres (bool): learnable ``G`` on the STGM-2 queries.
+        out_type (str): ``'avg_featmap'`` ``(B, C)``, ``'featmap'``
+            ``(B, C, s, s)`` or ``'raw'`` ``(B, N_s, C)``.
+        out_indices (Sequence[int] | int): layers after STGM-2.
+        **kwargs: the other arguments of mmpretrain's ``VisionTransformer``.
     """
 
     OUT_TYPES = {'raw', 'featmap', 'avg_featmap'}
@@ -160,23 +122,19 @@ class STViTDeiT(PretrainedMixin, FrozenStagesMixin, VisionTransformer):
             if global_centres else None
         self.refreeze()  # upstream froze the layers before they changed
 
-    #: reads a host (DeiT/ViT) checkpoint in any supported layout
+    #: reads a DeiT/ViT checkpoint in any supported layout
     host_state_dict = staticmethod(deit_state_dict)
 
     @property
     def new_parameter_prefixes(self):
-        """Names of the parameters STViT adds to DeiT (and ``ln2``, the norm
-        after average pooling, which a class-token DeiT does not have)."""
+        """Parameters STViT adds to DeiT (``ln2`` with ``'avg_featmap'``)."""
         prefixes = ('pooler.', 'global_centres')
         if self.out_type == 'avg_featmap':
             prefixes += ('ln2.', )
         return prefixes
 
     def adapt_host_state_dict(self, state_dict):
-        """Resize a position embedding of another grid as upstream does.
-        A learnable pooler of another grid is refused: its inter-window
-        projection has one output per token of a pooling bin, so it holds
-        only at the ``img_size`` it was trained at.
+        """Resize the position embedding; refuse a pooler of another grid.
 
         Args:
             state_dict (dict): DeiT weights in mmpretrain's names.
@@ -204,12 +162,10 @@ class STViTDeiT(PretrainedMixin, FrozenStagesMixin, VisionTransformer):
         return state_dict, (), None
 
     def init_new_parameters(self, fresh=None):
-        """Initialise what STViT adds to DeiT: the learnable pooling starts
-        as average pooling, the global centres ``G`` are Gaussian (trunc
-        normal, std .02).
+        """Init pooling (as average pooling) and ``G`` (trunc normal .02).
 
         Args:
-            fresh: unused (everything STViT adds is new to a checkpoint).
+            fresh: unused.
         """
         if self.pooler is not None:
             self.pooler.reset_parameters()
@@ -224,7 +180,7 @@ class STViTDeiT(PretrainedMixin, FrozenStagesMixin, VisionTransformer):
             hw_shape (tuple[int, int]): ``(H, W)``.
 
         Returns:
-            Tensor: ``(B, N_s, C)``, raster order over the ``s x s`` grid.
+            Tensor: ``(B, N_s, C)``, raster order on the ``s x s`` grid.
         """
         out = (self.semantic_side, self.semantic_side)
         if self.pooler is None:
@@ -243,13 +199,11 @@ class STViTDeiT(PretrainedMixin, FrozenStagesMixin, VisionTransformer):
         """Patch embedding, DeiT layers, STGM, semantic layers.
 
         Args:
-            x (Tensor): images ``(B, 3, H_img, W_img)``; any size with
-                ``'max'``/``'avg'`` pooling, ``img_size`` with
-                ``'intra_inter'``.
+            x (Tensor): images ``(B, 3, H_img, W_img)``.
 
         Returns:
-            tuple[Tensor]: one output per ``out_indices``, by ``out_type``:
-            ``(B, C)``, ``(B, C, s, s)`` or ``(B, N_s, C)``.
+            tuple[Tensor]: per ``out_indices``: ``(B, C)``, ``(B, C, s, s)`` or
+            ``(B, N_s, C)``.
         """
         x, patch_resolution = embed_tokens(self, x)
         first, second = self.stgm_layers
@@ -257,19 +211,18 @@ class STViTDeiT(PretrainedMixin, FrozenStagesMixin, VisionTransformer):
 
         def step(i, layer, x):
             nonlocal patches
-            if i == first:  # STGM-1: S1 = MHA(q=P, k=X, v=X) + P, then FFN
+            if i == first:  # STGM-1: S1 = MHA(P, X, X) + P, FFN
                 patches = x[:, self.num_extra_tokens:]  # drop the class token
                 centres = self.initial_centres(patches, patch_resolution)
                 return layer(centres, layer.key_values(patches))
             if i == second:
-                # STGM-2: S2 = MHA(q=S1 + G, k=[S1; X], v=[S1; X]) + S1, FFN
+                # STGM-2: S2 = MHA(S1 + G, [S1; X], [S1; X]) + S1, FFN
                 kv = layer.key_values(torch.cat((x, patches), dim=1))
                 query = x if self.global_centres is None else \
                     x + self.global_centres
                 return layer(query, kv, shortcut=x)
             return layer(x)
 
-        # outputs come after STGM-2 (checked at build): semantic tokens
         grid = (self.semantic_side, self.semantic_side)
         return run_layers(self, x, grid, step=step)[0]
 

@@ -1,11 +1,4 @@
-"""STViT-R on Swin: dumbbell units of semantic tokens in stage 3.
-
-Paper: Chang et al., *Making Vision Transformers Efficient from A Token
-Sparsification View* (CVPR 2023). Layout and defaults follow the authors'
-released detection code; ``docs/stvit_design.md`` records the facts, and
-where we differ (padding is masked everywhere, so outputs do not depend on
-it).
-"""
+"""STViT-R on Swin: dumbbell units of semantic tokens in stage 3."""
 from mmdet.models.backbones.swin import ShiftWindowMSA, SwinTransformer
 from mmengine.model import ModuleList
 
@@ -29,17 +22,13 @@ STEMS = ('patch', 'conv')
 STGM_FORMS = ('paper', 'authors')
 CENTRE_UNITS = ('all', 'first')
 
-#: stage layouts: dumbbell units (the paper's STViT-R) or one STGM and one
-#: recovery (its Table 9 "without dumbbell units")
+#: dumbbell units, or Table 9's "without dumbbell units"
 LAYOUTS = ('dumbbell', 'single')
 
-#: ``layout='single'``: 0-based STGM-1 block, the paper's "6th and 7th"
-#: layers read 1-based (as its "11th and 12th" of STViT-Swin-S)
+#: ``layout='single'``: STGM-1 block, "6th and 7th" read 1-based
 SINGLE_STGM_INDEX = 5
 
-#: ``layout='single'``: recovery blocks at the end, the paper's "the last
-#: transformer layers" (plural); 2 brings the FLOPs closest to the full
-#: model's, as the paper requires (``docs/stvit.md``)
+#: ``layout='single'``: recovery blocks, FLOPs closest to the full model's
 SINGLE_NUM_RECOVERY = 2
 
 
@@ -47,97 +36,41 @@ SINGLE_NUM_RECOVERY = 2
 class STViTRSwinTransformer(SemanticSwinTransformer):
     """STViT-R: Swin with dumbbell units of semantic tokens in one stage.
 
-    A drop-in for mmdet's ``SwinTransformer`` (same 4-level NCHW pyramid,
-    as a tuple: :meth:`~mmvitaccel.models.utils.SwinBase.forward`; same
-    parameter names, so FPN/UperNet and Swin checkpoints work unchanged).
-    Stage ``dumbbell_stage`` (stage 3 by default) is regrouped into units
-    of 6 blocks, ``[image, STGM-1, STGM-2, semantic local,
-    semantic global, recovery]``: Swin-S/B have 3 units in their 18-block
-    stage 3, Swin-T one. Any input size works: the stage pads to window
-    multiples internally and masks the padding, so outputs do not depend on
-    it.
+    A drop-in for mmdet's ``SwinTransformer`` (same pyramid and names). Stage
+    ``dumbbell_stage`` is regrouped into units ``[image, STGM-1, STGM-2,
+    semantic local, semantic global, recovery]``; any input size.
 
     Args:
-        arch (str | None): ``'tiny'``, ``'small'`` or ``'base'`` sets
-            ``embed_dims``, ``depths`` and ``num_heads``; None keeps the
-            explicit ones.
+        arch (str | None): ``'tiny'``, ``'small'``, ``'base'``; None: explicit.
         dumbbell_stage (int): the stage made of dumbbell units.
-        num_units (int | None): how many units (from the start of the
-            stage; the blocks after them stay Swin blocks); None: all, which
-            needs a depth that is a multiple of 6; 0: plain Swin.
-        semantic_window (int): ``w_s``; 3 (9 tokens per window), as the
-            paper uses for detection and segmentation.
-        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2, each
-            at least the window size, ``k1 <= k2``; the authors' detection
-            code uses 14 and 21.
-        recovery_window (int): semantic neighbourhood of each image window
-            in the recovery block; 27 in the authors' detection code.
-        pooling (str): initial centres: ``'max'`` (the authors'), ``'avg'``
-            or ``'intra_inter'`` (the paper's learnable pooling).
-        global_centres (bool): learnable global centres ``G`` added to the
-            STGM-2 queries; off for Swin, as in the released runs.
-        mask_padding (bool): mask padded tokens in the units' image blocks
-            too (True: padding invariant; False: as upstream Swin).
-        stgm2_keys (str): ``'semantic_and_image'`` (the paper's Eq. 3,
-            ``Concat(S1, X)``) or ``'image'`` (the detection code's ``X``);
-            see :class:`~mmvitaccel.models.STViTSwinTransformer`.
-        key_region (str): ``'centred'`` (the detection code's unfold, where
-            14 and 21 come from) or ``'inside'`` (the classification
-            code's, for the paper's 10 and 14).
-        stem (str): ``'patch'``: Swin's 4x4 patch embedding (the paper's
-            Swin); ``'conv'``: the authors' convolutional stem
-            (:class:`~mmvitaccel.models.stvit.stvit_authors.ConvStem`),
-            which their released models use; the paper never mentions a
-            stem, but its 5.83 GFLOPs for STViT-R-Swin-S count this one.
-        layer_scale (float | None): initial layer scale on the residual
-            branches of the units' STGM, semantic and recovery blocks (the
-            authors' code: 1e-5 on exactly these blocks, none on Swin's
-            window blocks); None: no layer scale.
-        stgm_form (str): ``'paper'``: ``S1 = MHA(P, X_k1) + P``,
-            ``S2 = MHA(S1 + G, [S1; X_k2]) + S1`` (keys by ``stgm2_keys``,
-            regions by ``key_region``); ``'authors'``: their
-            released code, ``S1 = MHA(P, [P; X_k1])`` with no residual and
-            ``S2 = MHA(S1 + G, [S1; X_k2]) + S1 + G``, regions moved inside
-            the map (:meth:`DumbbellSwinBlockSequence.generate_authors`).
-        centre_units (str): which units add ``G`` when
-            ``global_centres``: ``'all'`` (our reading of the paper, which
-            defines ``G`` as part of the STGM, "the global cluster centers
-            initialized by Gaussian noise", and every dumbbell unit has an
-            STGM) or ``'first'`` (the authors' code adds it in the first
-            unit only).
-        kv_per_region (bool): with ``stgm_form='authors'``, project the
-            keys and values of every gathered region, as their code does
-            (same function, the cost their FLOPs count); False: project the
-            map once and gather.
-        shift_small_maps (bool): True: mmdet's Swin, which shifts a map of
-            exactly one window (Swin's last stage at 224 px) under the shift
-            mask; False: leave such maps unshifted, as the official Swin
-            (and the authors' code) does.
-        layout (str): ``'dumbbell'`` (the paper's STViT-R) or
-            ``'single'``, its Table 9 ablation "STViT-R without dumbbell
-            units, i.e., STViT equipped with only the recovery module. We
-            employ 6th and 7th transformer layers to construct STGM and the
-            last transformer layers to construct the recovery module in
-            Stage 3": Swin blocks up to ``stgm_index``, the STGM, semantic
-            blocks (local/global alternating), one recovery block last
-            (:class:`~mmvitaccel.models.stvit.dumbbell_swin_stage.
+        num_units (int | None): units from the stage start; None: all
+            (depth a multiple of 6); 0: plain Swin.
+        semantic_window (int): ``w_s`` (3: 9 tokens per window).
+        key_windows (tuple[int, int]): ``w_k`` of STGM-1/2, ``w <= k1 <= k2``.
+        recovery_window (int): semantic neighbourhood of recovery (27).
+        pooling (str): ``'max'``, ``'avg'`` or ``'intra_inter'``.
+        global_centres (bool): learnable ``G`` on the STGM-2 queries.
+        mask_padding (bool): also mask padding in the units' image blocks.
+        stgm2_keys (str): ``'semantic_and_image'`` (Eq. 3) or ``'image'``.
+        key_region (str): ``'centred'`` (detection code) or ``'inside'``.
+        stem (str): ``'patch'`` (Swin's) or ``'conv'``
+            (:class:`~mmvitaccel.models.stvit.stvit_authors.ConvStem`).
+        layer_scale (float | None): initial layer scale of the units'
+            cross-attention blocks (authors: 1e-5); None: none.
+        stgm_form (str): ``'paper'`` or ``'authors'``
+            (:meth:`DumbbellSwinBlockSequence.generate_authors`).
+        centre_units (str): units adding ``G``: ``'all'`` or ``'first'``.
+        kv_per_region (bool): ``stgm_form='authors'`` only: project keys and
+            values per gathered region (their cost).
+        shift_small_maps (bool): False: leave one-window maps unshifted.
+        layout (str): ``'dumbbell'`` or ``'single'`` (Table 9, no dumbbell
+            units, :class:`~mmvitaccel.models.stvit.dumbbell_swin_stage.
             SingleRecoverySwinBlockSequence`).
-        stgm_index (int | None): ``layout='single'`` only: the 0-based
-            STGM-1 block; None: 5, the paper's "6th and 7th" read 1-based
-            (6 reads them 0-based; the FLOPs in ``docs/stvit.md``).
-        num_recovery (int | None): ``layout='single'`` only: recovery
-            blocks at the end of the stage; None: 2, "the last transformer
-            layers" read so that "the FLOPs is the same as the full-model
-            STViT-R" (within 2.3% at 800x1333; 1 recovery block: -8.2%).
-        semantic_reuse (bool): the paper's Table 9 ablation "produced only
-            once in the first dumbbell unit and reused as initial cluster
-            centers in the subsequent dumbbell units": units after the
-            first run their STGM from the reused tokens instead of pooling
-            the image tokens (needs at least 2 units).
-        reuse_from (str): with ``semantic_reuse``: ``'previous_unit'``
-            (the semantic tokens of the previous unit after its semantic
-            blocks) or ``'first_stgm'`` (the first unit's STGM output, for
-            every later unit).
+        stgm_index (int | None): ``'single'`` only: STGM-1 block; None: 5.
+        num_recovery (int | None): ``'single'`` only: recovery blocks; None: 2.
+        semantic_reuse (bool): Table 9: centres generated in the first unit
+            and reused by the later ones (needs 2 units).
+        reuse_from (str): ``'previous_unit'`` or ``'first_stgm'``.
         **kwargs: the arguments of mmdet's ``SwinTransformer``.
     """
 
@@ -287,9 +220,7 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
     @staticmethod
     def _check_single(depth, stage, num_units, stgm_index, num_recovery,
                       semantic_reuse, mask_padding):
-        """``(num_recovery, stgm_index)`` of ``layout='single'`` (None:
-        ours of the paper's), checked along with the options that layout
-        does not have."""
+        """``(num_recovery, stgm_index)`` of ``layout='single'``, checked."""
         if num_units is not None:
             raise ValueError(f"layout='single' has no dumbbell units; drop "
                              f"num_units (got {num_units})")
@@ -314,13 +245,12 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
             f"recovery ({num_recovery}) inside the {depth} blocks of stage "
             f"{stage}")
 
-    #: reads official/mmdet/mmpretrain Swin and the authors' STViT-R layout
+    #: reads any Swin layout and the authors' STViT-R
     host_state_dict = staticmethod(stvit_r_state_dict)
 
     @property
     def new_parameter_prefixes(self):
-        """Names of the parameters STViT-R adds to a Swin checkpoint: the
-        STGM's, the layer scales and the convolutional stem."""
+        """Parameters STViT-R adds to Swin: STGM, layer scales, conv stem."""
         names = tuple(super().new_parameter_prefixes)
         names += tuple(k for k in self.state_dict()
                        if '.gamma1.' in k or '.gamma2.' in k)
@@ -329,8 +259,7 @@ class STViTRSwinTransformer(SemanticSwinTransformer):
         return names
 
     def adapt_host_state_dict(self, state_dict):
-        """Refuse a checkpoint whose layout needs options this model lacks
-        (layer scale, the convolutional stem), naming them.
+        """Refuse a checkpoint that needs layer scale or the conv stem.
 
         Args:
             state_dict (dict): ``{name: tensor}`` in our names.

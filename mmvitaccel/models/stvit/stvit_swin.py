@@ -1,23 +1,4 @@
-"""STViT on Swin: semantic tokens generated in stage 3 and carried on.
-
-Paper: Chang et al., *Making Vision Transformers Efficient from A Token
-Sparsification View* (CVPR 2023). The authors released no code for plain
-STViT (only STViT-R); the layout below is the reconstruction of
-``docs/stvit_design.md`` (section 1.2):
-
-* stage 3: upstream Swin blocks up to the STGM, then STGM-1 and STGM-2
-  (blocks 3-4 of Swin-T, 11-12 of Swin-S/B, 1-based), then semantic blocks
-  alternating local and global attention;
-* the patch merging before stage 4 becomes a linear layer that doubles the
-  channels of the semantic tokens; stage 4 attends globally among them;
-* head: global average pooling over the (valid) semantic tokens.
-
-The semantic stages are in
-:mod:`mmvitaccel.models.stvit.semantic_swin_stage`; this module holds the
-backbone STViT and STViT-R share (:class:`SemanticSwinTransformer`: the
-Swin configuration and the checkpoint loading) and STViT's own
-(:class:`STViTSwinTransformer`).
-"""
+"""STViT on Swin (stvit_design.md §1.2) and the Swin base STViT-R shares."""
 
 from mmvitaccel.ops import check_pooling, padded_shape, semantic_all_valid
 from mmvitaccel.registry import MODELS
@@ -46,30 +27,20 @@ OUT_TYPES = ('avg', 'featmap')
 
 
 class SemanticSwinTransformer(PretrainedMixin, SwinBase):
-    """mmdet's Swin with the configuration and loading that STViT and
-    STViT-R share. ``init_weights`` (:class:`PretrainedMixin`) initialises
-    from scratch as mmdet's Swin does, or loads a Swin checkpoint
-    (official, mmdet/mmseg or mmpretrain layout) given as
-    ``init_cfg=dict(type='Pretrained', checkpoint=...)``, with a report of
-    new, missing, unused and mismatched keys (``self.load_report``). Not
-    registered: build :class:`STViTSwinTransformer` or
-    ``STViTRSwinTransformer``.
+    """mmdet's Swin with the configuration and loading STViT and STViT-R share.
+
+    Not registered. ``init_weights`` loads Swin checkpoints with a report
+    (:class:`PretrainedMixin`).
 
     Args:
-        arch (str | None): ``'tiny'``, ``'small'`` or ``'base'`` sets
-            ``embed_dims``, ``depths`` and ``num_heads``; None keeps the
-            explicit ones.
+        arch (str | None): ``'tiny'``, ``'small'``, ``'base'``; None: explicit.
         semantic_stage (int): the stage with semantic tokens.
-        semantic_window (int): ``w_s``, semantic tokens per window side,
-            in ``1 .. window_size``.
-        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2, each
-            at least ``window_size``, not decreasing
+        semantic_window (int): ``w_s``, in ``1 .. window_size``.
+        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2
             (:func:`check_semantic_windows`).
         pooling (str): ``'max'``, ``'avg'`` or ``'intra_inter'``.
-        stgm2_keys (str): ``'semantic_and_image'`` or ``'image'``
-            (:data:`~mmvitaccel.models.stvit.semantic_swin_stage.STGM2_KEYS`).
-        key_region (str): ``'inside'`` or ``'centred'``
-            (:data:`~mmvitaccel.ops.windows.REGION_PLACEMENTS`).
+        stgm2_keys (str): ``'semantic_and_image'`` or ``'image'``.
+        key_region (str): ``'inside'`` or ``'centred'``.
         **kwargs: the arguments of mmdet's ``SwinTransformer``.
     """
 
@@ -104,15 +75,14 @@ class SemanticSwinTransformer(PretrainedMixin, SwinBase):
             with_cp=cfg['with_cp'])
 
     def cross_attention_block(self, stage, old):
-        """A :class:`CrossAttentionSwinBlock` that replaces the Swin block
-        ``old`` of ``stage`` (same parameter shapes and drop path)."""
+        """A :class:`CrossAttentionSwinBlock` replacing Swin block ``old``."""
         return CrossAttentionSwinBlock(
             drop_path_rate=old.attn.drop.drop_prob, **self.block_args(stage))
 
-    #: reads a host (Swin) checkpoint in any supported layout into our names
+    #: reads a Swin checkpoint in any supported layout
     host_state_dict = staticmethod(swin_state_dict)
 
-    #: names (after ``stages.{i}.``) of parameters the method adds to Swin
+    #: parameters (after ``stages.{i}.``) the method adds to Swin
     new_parameter_names = ('poolers.', 'global_centres.')
 
     @property
@@ -123,11 +93,10 @@ class SemanticSwinTransformer(PretrainedMixin, SwinBase):
                      for name in self.new_parameter_names)
 
     def init_new_parameters(self, fresh=None):
-        """Initialise what STViT adds to Swin in every semantic stage
-        (:meth:`SemanticSwinBlockSequence.init_new_parameters`).
+        """Initialise what STViT adds in every semantic stage.
 
         Args:
-            fresh: unused (everything STViT adds is new to a checkpoint).
+            fresh: unused.
         """
         for stage in self.stages:
             if isinstance(stage, SemanticSwinBlockSequence):
@@ -138,58 +107,26 @@ class SemanticSwinTransformer(PretrainedMixin, SwinBase):
 class STViTSwinTransformer(SemanticSwinTransformer):
     """STViT: Swin whose later blocks run on semantic tokens only.
 
-    Stage 3 (``semantic_stage``) generates ``w_s x w_s`` semantic tokens per
-    ``w x w`` window with an STGM at blocks ``(i, i + 1)``; the blocks after
-    it attend locally (within a window's tokens) and globally, alternating.
-    The patch merging before the next stage becomes a linear layer doubling
-    the channels, and the later stages attend globally among the semantic
-    tokens. Parameter names and shapes stay Swin's (the replaced blocks lose
-    only their position tables, the patch merging after the semantic stage
-    is unused and ``expand`` is new), so Swin checkpoints initialise it.
-
-    Any input size works: the semantic stage pads to window multiples and
-    masks the padding, and outputs from the semantic stage on do not depend
-    on it (the blocks before the STGM are upstream Swin blocks).
+    Stage ``semantic_stage``: Swin blocks, STGM at ``(i, i + 1)``, then local
+    and global semantic blocks; the next patch merging becomes
+    ``Linear(C, 2C)``; later stages attend globally. Swin names and shapes.
 
     Args:
-        arch (str | None): ``'tiny'``, ``'small'`` or ``'base'``, or None
-            for explicit ``embed_dims``/``depths``/``num_heads``.
-        semantic_stage (int): stage of the STGM (stage 3, index 2).
-        stgm_index (int | None): 0-based block index of STGM-1 in the
-            stage; None: the paper's (blocks 3-4 of Swin-T, 11-12 of S/B,
-            1-based), or with ``move_stgm`` its "move STGM" variant (1
-            block earlier for T, 2 for S/B); on any other depth the
-            paper's rule that gives them, as the switch places it
+        arch (str | None): ``'tiny'``, ``'small'``, ``'base'``; None: explicit.
+        semantic_stage (int): stage of the STGM (index 2).
+        stgm_index (int | None): 0-based STGM-1 block; None: the paper's
             (:func:`~.semantic_checks.stgm_index_for`).
         move_stgm (bool): use the "move STGM" default.
-        semantic_window (int): ``w_s``; 3 (9 tokens per window) by
-            default, 2 (4 tokens) as the paper's option.
-        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2, each
-            at least the window size, ``k1 <= k2``; the paper's 10 and 14
-            for classification.
-        key_region (str): where each ``w_k x w_k`` region sits:
-            ``'inside'`` (default), the region around the window moved
-            until it lies inside the map, as the authors' classification
-            code (where 10 and 14 come from) unfolds it: at 224 px every
-            window of STGM-1 sees 10x10 keys and STGM-2 the whole 14x14
-            map; ``'centred'``: centred on the window and clipped to the
-            map (the authors' detection code), 9x9 to 8x8 and 11x11 to
-            10x10 keys at 224 px.
-        stgm2_keys (str): ``'semantic_and_image'`` (default): STGM-2 attends
-            to ``Concat(S1, X)``, the paper's Eq. 3 ("S2 = MHA(S1 + G,
-            Concat(S1, X), Concat(S1, X))"), with the ``S1`` of the windows
-            lying entirely in the region (all of them at 224 px, as in the
-            authors' classification code); ``'image'``: ``X`` only.
-        pooling (str): initial centres: ``'max'`` (the authors'), ``'avg'``
-            or ``'intra_inter'`` (the paper's learnable pooling).
-        global_centres (bool): learnable ``G`` added to the STGM-2 queries;
-            off for Swin, as in the authors' runs.
-        out_type (str): ``'avg'``: each output is the mean over its valid
-            tokens, ``(B, C)`` (the paper's head); ``'featmap'``: NCHW maps
-            (the semantic grid from the semantic stage on, with padded
-            tokens zeroed).
-        **kwargs: the arguments of mmdet's ``SwinTransformer``;
-            ``out_indices`` defaults to ``(3, )``, the classifier's input.
+        semantic_window (int): ``w_s`` (3; 2 is the paper's option).
+        key_windows (tuple[int, int]): ``w_k`` of STGM-1/2, ``w <= k1 <= k2``.
+        key_region (str): ``'inside'`` (classification code) or ``'centred'``.
+        stgm2_keys (str): ``'semantic_and_image'`` (Eq. 3) or ``'image'``.
+        pooling (str): ``'max'``, ``'avg'`` or ``'intra_inter'``.
+        global_centres (bool): learnable ``G`` on the STGM-2 queries.
+        out_type (str): ``'avg'`` (mean of valid tokens, ``(B, C)``) or
+            ``'featmap'`` (NCHW, padding zeroed).
+        **kwargs: the arguments of mmdet's ``SwinTransformer``
+            (``out_indices`` default ``(3, )``).
     """
 
     new_parameter_names = SemanticSwinTransformer.new_parameter_names + (
@@ -252,8 +189,8 @@ class STViTSwinTransformer(SemanticSwinTransformer):
             x (Tensor): images ``(B, 3, H, W)``, any size.
 
         Returns:
-            tuple[Tensor]: for each of ``out_indices``, ``(B, C_i)``
-            (``out_type='avg'``) or ``(B, C_i, H_i, W_i)``.
+            tuple[Tensor]: per ``out_indices``, ``(B, C_i)`` or
+            ``(B, C_i, H_i, W_i)``.
         """
         check_in_channels(x, self.patch_embed.projection.in_channels, 4)
         x, hw_shape = self.patch_embed(x)
@@ -266,7 +203,7 @@ class STViTSwinTransformer(SemanticSwinTransformer):
             if i < self.semantic_stage:
                 x, hw_shape, out, out_shape = stage(x, hw_shape)
             elif i == self.semantic_stage:
-                # every semantic token valid? decided on the host
+                # all semantic tokens valid? (host-decided)
                 w = stage.window_size
                 all_valid = semantic_all_valid(
                     hw_shape, padded_shape(hw_shape, w), w,

@@ -1,16 +1,4 @@
-"""STViT on Video Swin: semantic tokens generated from each frame.
-
-Paper: Chang et al., *Making Vision Transformers Efficient from A Token
-Sparsification View* (CVPR 2023), section on video: "semantic tokens are
-generated from each frame" of Video Swin-T/S, about -27% FLOPs. No code was
-released; this is the reconstruction of ``docs/stvit_design.md`` (section
-7): the 2-D STGM of :class:`STViTSwinTransformer` runs on every temporal
-slice of stage 3 (time folded into the batch), semantic local blocks attend
-within one frame's window tokens, global blocks and stage 4 attend among
-all semantic tokens of the clip, and the patch merging before stage 4
-becomes a channel-doubling linear layer. mmaction2's Video Swin names are
-kept, so its checkpoints load.
-"""
+"""STViT on Video Swin: per-frame semantic tokens (stvit_design.md §7)."""
 import numpy as np
 import torch.utils.checkpoint as cp
 from mmaction.models.backbones.swin import (SwinTransformer3D,
@@ -36,23 +24,16 @@ from mmvitaccel.models.utils import (PretrainedMixin, check_in_channels,
 
 
 class CrossAttentionSwinBlock3D(SwinTransformerBlock3D):
-    """A Video Swin block whose queries attend to another set of tokens.
+    """A Video Swin block whose queries attend to another token set (no bias).
 
-    The 3-D counterpart of
-    :class:`~mmvitaccel.models.CrossAttentionSwinBlock`, with
-    mmaction2's names (``norm1``, ``attn.qkv``, ``attn.proj``, ``norm2``,
-    ``mlp.fc1``, ``mlp.fc2``):
     ``x' = shortcut + DropPath(Proj(softmax(q k^T * s + mask) v))``,
-    ``q = W_q LN1(query)``, ``k, v = W_kv LN1(keys)``, then
-    ``x = x' + DropPath(MLP(LN2(x')))``. No relative position bias: the
-    inherited table is removed.
+    ``q = W_q LN1(query)``, ``k, v = W_kv LN1(keys)``,
+    ``x = x' + DropPath(MLP(LN2(x')))``; mmaction2's names.
 
     Args:
         embed_dims (int): channels ``C``.
         num_heads (int): attention heads.
-        **kwargs: the other arguments of mmaction2's
-            ``SwinTransformerBlock3D`` (``window_size``/``shift_size`` are
-            meaningless here).
+        **kwargs: the rest of mmaction2's ``SwinTransformerBlock3D``.
     """
 
     def __init__(self, embed_dims, num_heads, **kwargs):
@@ -62,8 +43,7 @@ class CrossAttentionSwinBlock3D(SwinTransformerBlock3D):
         del self.attn.relative_position_index
 
     def key_values(self, tokens):
-        """Keys and values ``W_kv LN1(tokens)``: ``(..., C) -> (..., 2C)``.
-        """
+        """Keys then values ``W_kv LN1(tokens)``: ``(..., C) -> (..., 2C)``."""
         return project_key_values(tokens, self.norm1, self.attn.qkv)
 
     def forward(self, query, kv, key_valid=None, shortcut=None):
@@ -73,8 +53,7 @@ class CrossAttentionSwinBlock3D(SwinTransformerBlock3D):
             query (Tensor): ``(N, Lq, C)``.
             kv (Tensor): ``(N, Lk, 2C)`` from :meth:`key_values`.
             key_valid (Tensor, optional): ``(N|nW, Lk)`` bool key mask.
-            shortcut (Tensor, optional): residual of the attention, default
-                ``query``.
+            shortcut (Tensor, optional): residual; default ``query``.
 
         Returns:
             Tensor: ``(N, Lq, C)``.
@@ -97,12 +76,8 @@ class CrossAttentionSwinBlock3D(SwinTransformerBlock3D):
 
 
 class STViTSwinBlockSequence3D(SemanticSwinBlockSequence):
-    """The Video Swin stage where STViT generates semantic tokens per frame.
-
-    ``blocks[:i]`` are upstream Video Swin blocks (3-D windows, shifts),
-    ``blocks[i:i + 2]`` the STGM, run on each temporal slice, and the rest
-    semantic blocks alternating local (one frame's window) and global (the
-    whole clip). ``expand`` doubles the channels (None in the last stage).
+    """STViT's Video Swin stage: Swin ``blocks[:i]``, per-frame STGM, then
+    semantic blocks, local (one frame's window) and global (the clip).
 
     Args:
         blocks (ModuleList): all blocks of the stage.
@@ -110,8 +85,7 @@ class STViTSwinBlockSequence3D(SemanticSwinBlockSequence):
         stgm_index (int): ``i``, the block index of STGM-1.
         window_size_3d (tuple[int, int, int]): Video Swin's window.
         shift_size (tuple[int, int, int]): its shift for odd blocks.
-        **kwargs: the arguments of :class:`SemanticSwinBlockSequence`
-            except ``num_stgm``; ``window_size`` is the spatial window.
+        **kwargs: :class:`SemanticSwinBlockSequence`'s but ``num_stgm``.
     """
 
     def __init__(self, blocks, expand, stgm_index, window_size_3d,
@@ -123,8 +97,7 @@ class STViTSwinBlockSequence3D(SemanticSwinBlockSequence):
         self.shift_size = tuple(shift_size)
 
     def _upstream_blocks(self, x):
-        """Upstream Video Swin blocks on ``(B, D, H, W, C)``, with the
-        shift mask of mmaction2's ``BasicLayer``."""
+        """Upstream blocks on ``(B, D, H, W, C)``, ``BasicLayer``'s mask."""
         _, D, H, W, _ = x.shape
         window, shift = get_window_size((D, H, W), self.window_size_3d,
                                         self.shift_size)
@@ -142,16 +115,15 @@ class STViTSwinBlockSequence3D(SemanticSwinBlockSequence):
             x (Tensor): ``(B, C, D, H, W)``.
 
         Returns:
-            tuple: ``(x_down, grid_shape, out, grid_shape, valid)``: the
-            semantic tokens after ``expand`` ``(B, D * s_H * s_W, 2C)``
-            and before it ``(B, D * s_H * s_W, C)``, ordered ``(d, row,
-            col)`` on the per-frame semantic grid ``(s_H, s_W)``, the grid
-            ``(D, s_H, s_W)`` and the validity ``(D * s_H * s_W, )``.
+            tuple: ``(x_down, grid_shape, out, grid_shape, valid)``: tokens
+            ``(B, D * s_H * s_W, 2C)`` after ``expand``, ``(..., C)`` before,
+            ordered ``(d, row, col)``; grid ``(D, s_H, s_W)``; validity
+            ``(D * s_H * s_W, )``.
         """
         i, w, s = self.stgm_index, self.window_size, self.semantic_window
         x = self._upstream_blocks(x.permute(0, 2, 3, 4, 1).contiguous())
         B, D, H, W, C = x.shape
-        # every frame is an image: fold time into the batch
+        # fold time into the batch
         x, valid = pad_to_multiple(x.view(B * D, H, W, C), w)
         grid = (x.shape[1] // w * s, x.shape[2] // w * s)
         _, sem, sem_valid = self.generate(0, self.blocks[i],
@@ -174,44 +146,25 @@ class STViTSwinBlockSequence3D(SemanticSwinBlockSequence):
 
 @MODELS.register_module()
 class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
-    """STViT on Video Swin (mmaction2's ``SwinTransformer3D``).
+    """STViT on mmaction2's ``SwinTransformer3D``, out ``(B, C, D, s_H, s_W)``.
 
-    Stage 3 (``semantic_stage``) generates ``w_s x w_s`` semantic tokens per
-    ``7 x 7`` window of every frame with an STGM at blocks ``(i, i + 1)``
-    (the positions of :class:`STViTSwinTransformer`: blocks 3-4 of Swin-T,
-    11-12 of Swin-S, 1-based); the later blocks attend among semantic tokens.
-    Outputs are ``(B, C, D, s_H, s_W)`` maps on the semantic grid (padded
-    tokens zeroed), so mmaction2's ``I3DHead`` takes them unchanged. Video
-    Swin checkpoints (``init_cfg=dict(type='Pretrained', ...)``, or
-    ``pretrained`` with ``pretrained2d=False`` as upstream) load with a
-    report of new/missing/unused/mismatched keys
-    (:class:`~mmvitaccel.models.utils.PretrainedMixin`); ``pretrained`` with
-    ``pretrained2d=True`` inflates a 2-D Swin with upstream's
-    ``inflate_weights`` (:func:`~mmvitaccel.models.utils.inflate_2d_swin`).
+    Loads Video Swin checkpoints with a report; ``pretrained2d=True`` inflates
+    a 2-D Swin (:func:`~mmvitaccel.models.utils.inflate_2d_swin`).
 
     Args:
-        arch (str | dict): ``'tiny'``, ``'small'`` or ``'base'`` (or
-            mmaction2's short names), or a dict of ``embed_dims``,
-            ``depths``, ``num_heads``.
+        arch (str | dict): ``'tiny'``, ``'small'``, ``'base'`` or a dict.
         semantic_stage (int): stage of the STGM (index 2).
-        stgm_index (int | None): 0-based block index of STGM-1 in the
-            stage; None: the paper's, or with ``move_stgm`` the "move STGM"
-            variant, by the rule that gives them on any depth
+        stgm_index (int | None): 0-based STGM-1 block; None: the paper's
             (:func:`~.semantic_checks.stgm_index_for`).
         move_stgm (bool): use the "move STGM" default.
         semantic_window (int): ``w_s``, 3 (9 tokens per window and frame).
-        key_windows (tuple[int, int]): ``w_k`` of STGM-1 and STGM-2, per
-            frame, each at least the spatial window, ``k1 <= k2``; 10 and
-            14 as in classification.
+        key_windows (tuple[int, int]): per-frame ``w_k``, ``w <= k1 <= k2``.
         pooling (str): ``'max'``, ``'avg'`` or ``'intra_inter'``.
         global_centres (bool): learnable ``G`` on the STGM-2 queries.
-        stgm2_keys (str): ``'semantic_and_image'`` (the paper's Eq. 3,
-            ``Concat(S1, X)``, per frame) or ``'image'``; see
-            :class:`~mmvitaccel.models.STViTSwinTransformer`.
-        key_region (str): ``'inside'`` (the classification code's regions,
-            for 10 and 14) or ``'centred'``.
-        **kwargs: the arguments of mmaction2's ``SwinTransformer3D``
-            (``out_after_downsample`` must stay False).
+        stgm2_keys (str): ``'semantic_and_image'`` (Eq. 3) or ``'image'``.
+        key_region (str): ``'inside'`` or ``'centred'``.
+        **kwargs: mmaction2's ``SwinTransformer3D``'s
+            (``out_after_downsample=False``).
     """
 
     def __init__(self,
@@ -267,8 +220,7 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
 
     @staticmethod
     def _cross_attention_block(old):
-        """A cross-attention block with the shapes and drop path of the
-        Video Swin block ``old``."""
+        """A cross-attention block like Video Swin block ``old``."""
         drop_path = old.drop_path.drop_prob \
             if hasattr(old.drop_path, 'drop_prob') else 0.
         return CrossAttentionSwinBlock3D(
@@ -284,7 +236,7 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
             norm_cfg=dict(type='LN'),
             with_cp=old.with_cp)
 
-    #: reads a Video Swin checkpoint into our names
+    #: reads a Video Swin checkpoint
     host_state_dict = staticmethod(video_swin_state_dict)
 
     @property
@@ -294,23 +246,19 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
                      for name in ('poolers.', 'global_centres.', 'expand.'))
 
     def init_new_parameters(self, fresh=None):
-        """Initialise what STViT adds in the semantic stage
-        (:meth:`SemanticSwinBlockSequence.init_new_parameters`).
+        """Initialise what STViT adds in the semantic stage.
 
         Args:
-            fresh: unused (everything STViT adds is new to a checkpoint).
+            fresh: unused.
         """
         self.layers[self.semantic_stage].init_new_parameters()
 
     def init_host_weights(self):
-        """From scratch as Video Swin's ``init_cfg`` (truncated normal
-        linears, unit LayerNorms), without upstream's inflation."""
+        """From scratch as Video Swin's ``init_cfg``, without inflation."""
         BaseModule.init_weights(self)
 
     def inflate_weights(self, logger):
-        """Inflate the 2-D Swin checkpoint ``self.pretrained`` with
-        upstream ``SwinTransformer3D.inflate_weights`` and load it with a
-        report (``self.load_report``); see :func:`inflate_2d_swin`.
+        """Inflate and load the 2-D Swin ``self.pretrained`` with a report.
 
         Args:
             logger (MMLogger): where the report goes.
@@ -320,13 +268,10 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
             self, state_dict, self.new_parameter_prefixes, logger)
 
     def init_weights(self):
-        """Load a Video Swin checkpoint given as ``init_cfg=dict(type=
-        'Pretrained', checkpoint=...)`` or, as upstream, as ``pretrained``
-        with ``pretrained2d=False``, with a report (``self.load_report``);
-        inflate a 2-D Swin given as ``pretrained`` (``pretrained2d=True``)
-        as upstream does; or initialise from scratch."""
+        """Load Video Swin (``init_cfg``, or ``pretrained`` without
+        ``pretrained2d``), inflate a 2-D Swin, or init from scratch."""
         if self.pretrained and not self.pretrained2d:
-            # upstream turns ``pretrained`` into a Pretrained init_cfg
+            # as upstream
             self.init_cfg = dict(type='Pretrained', checkpoint=self.pretrained)
         if self.pretrained_checkpoint() is None and self.pretrained2d and \
                 self.pretrained:
@@ -340,9 +285,8 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
             x (Tensor): clips ``(B, 3, T, H, W)``.
 
         Returns:
-            Tensor | tuple[Tensor]: ``(B, C_i, D_i, H_i, W_i)`` for each of
-            ``out_indices`` (a single tensor when there is one, as
-            upstream).
+            Tensor | tuple[Tensor]: ``(B, C_i, D_i, H_i, W_i)`` per
+            ``out_indices`` (a tensor when there is one).
         """
         check_in_channels(x, self.patch_embed.proj.in_channels, 5)
         x = self.pos_drop(self.patch_embed(x))
@@ -356,7 +300,7 @@ class STViTSwinTransformer3D(PretrainedMixin, SwinTransformer3D):
                     x = layer.downsample(x)
                 x = x.permute(0, 4, 1, 2, 3)
             elif i == self.semantic_stage:
-                # every semantic token valid? decided on the host
+                # all semantic tokens valid? (host-decided)
                 hw, w = x.shape[3:], layer.window_size
                 all_valid = semantic_all_valid(hw, padded_shape(hw, w), w,
                                                layer.semantic_window)

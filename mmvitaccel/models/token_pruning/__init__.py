@@ -1,7 +1,5 @@
-"""SaiT and AS-ViT: adaptive token pruning of a ViT, its classifier and the
-neck that restores the pruned tokens for dense heads
-(``docs/token_pruning.md``). :class:`TokenRestoreNeck` registers only
-where mmseg imports."""
+"""SaiT and AS-ViT token pruning (``docs/token_pruning.md``);
+:class:`TokenRestoreNeck` registers only where mmseg imports."""
 from mmvitaccel.models.token_pruning.token_pruned_classifier import \
     TokenPrunedClassifier
 from mmvitaccel.models.token_pruning.token_pruned_vit import \

@@ -15,19 +15,15 @@ from mmvitaccel.models.distill import (TeacherMixin, check_temperature,
 from mmvitaccel.models.utils.checkpoint import dino_state_dict, is_official_vit
 from mmvitaccel.models.utils.vit import format_vit_output
 
-#: settings of :meth:`TokenPrunedVisionTransformer.set_pruning` accepted in
-#: ``test_cfg``
+#: :meth:`TokenPrunedVisionTransformer.set_pruning` keys in ``test_cfg``
 TEST_SETTINGS = ('density', 'mass_threshold', 'prune', 'batch_mode',
                  'test_execution')
 
 
 def teacher_state_dict(state_dict):
-    """The converter of the teacher's checkpoint: an mmpretrain classifier
-    checkpoint passes unchanged; a timm-layout ViT (official DeiT, DINO's
-    released backbone, a DINO training checkpoint, whose ``teacher`` is
-    taken) is mapped by :func:`~mmvitaccel.models.utils.checkpoint.
-    dino_state_dict` to the teacher classifier's ``backbone.*`` names (no
-    head: the teacher's head, if it has one, is then reported missing).
+    """Teacher checkpoint converter: mmpretrain's as is, timm-layout ViTs
+    (official DeiT, DINO) to ``backbone.*`` names (no head) by
+    :func:`~mmvitaccel.models.utils.checkpoint.dino_state_dict`.
 
     Args:
         state_dict (dict): as read from the teacher's checkpoint.
@@ -48,58 +44,31 @@ class TokenPrunedClassifier(TeacherMixin, ImageClassifier):
 
     Losses added to the head's:
 
-    * ``loss_distill = lambda2 * KL(p_teacher || p_student)`` on the logits
-      (``distill_weight``, AS-ViT ``lambda2 = 0.5``);
+    * ``loss_distill = lambda2 * KL(p_teacher || p_student)`` on the logits;
     * ``loss_token_distill = lambda2 * mean_{kept i} KL(softmax(t_i) ||
-      softmax(s_i))`` over the channels of the final kept tokens (AS-ViT's
-      token alignment; ``token_distill_weight``);
-    * ``loss_tis = beta * KL(a_teacher || TIS)``: the SaiT student's TIS at
-      the (first) pruning location against the teacher's last-layer class
-      attention averaged over heads, renormalised over the patches
-      (``tis_distill_weight``, SaiT ``beta = 4``); the teacher and student
-      patch grids must match;
-    * ``loss_budget = lambda1 * |mean_b FLOPs(x_b) / FLOPs_dense - t|``
-      (``budget``, ``budget_weight``; AS-ViT ``lambda1 = 2``), with the
-      FLOPs of the transformer layers computed analytically from the
-      (straight-through) token counts, so that the thresholds learn. The
-      paper's ``|mean FLOPs - t FLOPs_dense|`` is divided by
-      ``FLOPs_dense`` so that the weight does not depend on the model size.
+      softmax(s_i))`` over the channels of the final kept tokens;
+    * ``loss_tis = beta * KL(a_teacher || TIS)`` at the first pruning
+      location, ``a_teacher`` by :meth:`tis_target`;
+    * ``loss_budget = lambda1 * |mean_b FLOPs(x_b) / FLOPs_dense - t|``,
+      FLOPs analytic in the (straight-through) token counts.
 
     Args:
         backbone (dict): a :class:`TokenPrunedVisionTransformer` config.
-        teacher (dict, optional): ``dict(config=..., checkpoint=...)``, see
-            :func:`~mmvitaccel.models.distill.build_teacher`; needed by the
-            distillation losses. Built without weights, loaded in
-            ``init_weights`` through :func:`teacher_state_dict` (mmpretrain
-            checkpoints as they are; official DeiT and DINO ViT layouts
-            converted), frozen, not part of the state dict. A teacher
-            without a head (``head=None``; SaiT's DINO ViT-S/16, a
-            self-supervised backbone: SaiT §3.3 "we choose a
-            self-supervised vision transformer - DINO ... as the teacher")
-            gives attention and tokens only: it serves the TIS and
-            kept-token losses, and ``distill_weight`` must then be 0 (SaiT's
-            objective is the label loss plus ``beta`` times the TIS KL, with
-            no logit term); a positive ``distill_weight`` raises at build
-            time rather than distilling nothing.
-        distill_weight (float): ``lambda2`` of the logit KL (needs a
-            teacher with a head).
-        token_distill_weight (float): weight of the kept-token KL. AS-ViT
-            aligns tokens only for models "like LV-ViT ... with an
-            additional linear layer to integrate all image tokens", so its
-            DeiT configs leave it at 0 (0.5, its lambda2, for such models).
+        teacher (dict, optional): ``dict(config=..., checkpoint=...)``
+            (:func:`~mmvitaccel.models.distill.build_teacher`); one without
+            a head (SaiT's DINO) needs ``distill_weight=0``.
+        distill_weight (float): ``lambda2`` of the logit KL (AS-ViT 0.5).
+        token_distill_weight (float): weight of the kept-token KL (0 for
+            DeiT, as in AS-ViT).
         distill_temperature (float): softmax temperature of the logit KL.
-        tis_distill_weight (float): ``beta`` of the TIS KL (0: off).
+        tis_distill_weight (float): ``beta`` of the TIS KL (SaiT 4; 0: off).
         budget (float, optional): ``t``, the target FLOPs ratio (``None``:
-            no budget loss): relative, as the paper's budgets are shares of
-            the full model (``t`` is "the expected complexity"; 0.65, 0.5).
-        budget_weight (float): ``lambda1``.
+            no budget loss).
+        budget_weight (float): ``lambda1`` (AS-ViT 2).
         test_cfg (dict, optional): pruning settings for prediction, e.g.
-            ``dict(density=0.7)``, ``dict(mass_threshold=0.9,
-            batch_mode='mean')``; keys from :data:`TEST_SETTINGS`.
-        **kwargs: ``ImageClassifier``'s ``neck``, ``head``, ``train_cfg``,
-            ``data_preprocessor``, ``init_cfg``.
+            ``dict(density=0.7)``; keys from :data:`TEST_SETTINGS`.
+        **kwargs: ``ImageClassifier``'s other arguments.
     """
-
     def __init__(self,
                  backbone,
                  teacher=None,
@@ -186,9 +155,7 @@ class TokenPrunedClassifier(TeacherMixin, ImageClassifier):
             return super().predict(inputs, data_samples, **kwargs)
 
     def _teacher_outputs(self, inputs):
-        """The teacher's logits ``(B, K)`` (None for a teacher without a
-        head), final tokens ``(B, 1 + N, C)`` and last-layer attention
-        ``(B, heads, 1 + N, 1 + N)``, no grad."""
+        """Teacher logits (None without a head), tokens, attention; no grad."""
         teacher = self.teacher
         logits = None
         with torch.no_grad():
@@ -204,10 +171,8 @@ class TokenPrunedClassifier(TeacherMixin, ImageClassifier):
 
     @staticmethod
     def tis_target(attn):
-        """SaiT's distillation target: the teacher's last-layer class-token
-        attention averaged over heads, renormalised over the patches (the
-        class token's own column removed), the distribution the student's
-        TIS is pulled to.
+        """SaiT's TIS target: the teacher's last-layer class attention,
+        head-averaged, renormalised over the patches.
 
         Args:
             attn (Tensor): ``(B, heads, 1 + N, 1 + N)``.
@@ -253,8 +218,7 @@ class TokenPrunedClassifier(TeacherMixin, ImageClassifier):
                     -1).mean()
         if self.budget is not None:
             flops = bb.analytic_flops()
-            # every token enters the first layer (no pruning before it):
-            # the count is known on the host, no read of token_counts
+            # layer 0 sees every token: a host-side count, no device read
             dense = bb.dense_flops(float(bb.num_extra_tokens +
                                          bb._num_patches))
             losses['loss_budget'] = self.budget_weight * (
@@ -263,15 +227,11 @@ class TokenPrunedClassifier(TeacherMixin, ImageClassifier):
 
     @staticmethod
     def _token_kl(backbone, teacher_tokens):
-        """KL over channels between the student's final kept tokens and the
-        teacher's tokens at the same positions, averaged over kept tokens.
+        """Channel KL of the final kept tokens to the teacher's, averaged.
 
         Args:
             backbone (TokenPrunedVisionTransformer): after its forward.
             teacher_tokens (Tensor): ``(B, 1 + N, C)``.
-
-        Returns:
-            Tensor: a scalar.
         """
         student = backbone.final_tokens[:, 1:]
         index = backbone.final_index  # (B, K): masked, dropped or padded

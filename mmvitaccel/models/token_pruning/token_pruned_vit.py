@@ -1,27 +1,5 @@
-"""Token-pruned ViT/DeiT: SaiT and AS-ViT in one backbone.
-
-Papers: Li et al., *SaiT: Sparse Vision Transformers through Adaptive Token
-Pruning* (2022); Liu et al., *Adaptive Sparse ViT* (IJCAI 2023). Formulas in
-:mod:`mmvitaccel.ops.token_pruning` and ``docs/token_pruning_design.md``.
-
-Before each layer in ``prune_before`` the patch tokens are scored from the
-attention of the layer just before it and a selector decides which are kept;
-the class token is always kept. The host's layers are mmpretrain's
-``TransformerEncoderLayer`` unchanged: where a layer's attention map is
-needed (to score) or a mask must enter its softmax, the layer's own ``ln1``,
-``attn.qkv``, ``attn.proj``, ``ln2`` and ``ffn`` are applied here; every
-other layer is called as it is. mmpretrain DeiT/ViT checkpoints load without
-conversion (the only new parameter is AS-ViT's ``thresholds``).
-
-This file holds the registered backbone (settings, scoring, selection, the
-forward through :func:`~mmvitaccel.models.utils.vit.run_layers`); the
-per-layer step, the token bookkeeping, the :class:`PrunedTokens` container
-and :func:`tokens_and_last_attention` (a teacher's forward) are in
-``models/token_pruning/token_pruning_layer.py``, the forward's records and their
-FLOPs in ``token_pruned_vit_records.py``. ``PrunedTokens``,
-``layer_forward`` and ``tokens_and_last_attention`` stay importable from
-here.
-"""
+"""Token-pruned ViT/DeiT: SaiT (Li et al., 2022) and AS-ViT (Liu et al.,
+IJCAI 2023) in one backbone (``docs/token_pruning_design.md``)."""
 from numbers import Real
 
 import torch
@@ -58,89 +36,47 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
                                    PruningRecordsMixin):
     """A ViT/DeiT whose later layers run on the informative tokens only.
 
-    With ``T = 1 + N`` tokens ``[cls; x_1 .. x_N]``:
+    Before each layer ``l`` in ``prune_before`` the attention of layer
+    ``l - 1`` scores the patch tokens, ``S (B, N)``, and ``selector`` keeps
+    some: ``'value'`` the top ``round(rho (N + 1)) - 1``, ``'mass'`` the
+    fewest reaching ``M_th`` of the score, ``'threshold'`` ``S > theta``
+    (``sigmoid((S - theta) / tau)``, straight-through, in training).
+    ``'mask'`` execution masks pruned keys out of later softmaxes,
+    ``'drop'`` gathers the kept tokens. Not pruning equals mmpretrain's
+    ``VisionTransformer`` exactly.
 
-    1. layers before ``prune_before[0]`` are upstream layers on all tokens;
-    2. before layer ``l = prune_before[s]``, the attention ``A`` of layer
-       ``l - 1`` gives scores ``S`` ``(B, N)`` (``scorer``): SaiT's TIS,
-       AS-ViT's head-weighted class attention or plain class attention;
-    3. the ``selector`` keeps tokens: ``'value'`` the top
-       ``round(rho (N + 1)) - 1`` (``rho = density``), ``'mass'`` the fewest
-       reaching ``M_th = mass_threshold`` of the score, ``'threshold'``
-       ``S > theta_s`` (learnable, a straight-through sigmoid of temperature
-       ``tau`` in training);
-    4. *execution*: ``'mask'`` keeps all tokens and masks the pruned keys out
-       of every later softmax (``mask_mode='logits'``: ``MASKED_LOGIT``
-       logits, SaiT; ``'policy'``: the policy softmax keeping the
-       diagonal, AS-ViT);
-       ``'drop'`` gathers the kept tokens. A batch whose images keep
-       different counts is padded and the padding masked
-       (``batch_mode='pad'``, exact) or cut to the batch-mean count
-       (``batch_mode='mean'``, AS-ViT's batched inference, faster). By
-       default training masks and inference drops.
-
-    The selection settings change at test time through :meth:`set_pruning`
-    (or a classifier's ``test_cfg``). With ``density=1.0`` (value) or
-    ``mass_threshold=1.0`` (mass) nothing is scored or pruned and the output
-    equals mmpretrain's ``VisionTransformer`` exactly; ``prune=False`` does the
-    same for any selector (SaiT's dense epochs).
-
-    After a forward, :attr:`keep_masks` holds, per pruning location, the
-    ``(B, N)`` bool mask of patch positions still alive after it;
-    :attr:`kept_indices` the same as index lists, :meth:`layer_keep_mask`
-    the mask of any layer; :attr:`scores` the
-    ``(B, N)`` scores over the original grid (zero where already pruned) and
-    :attr:`token_counts` ``(B, num_layers)`` the tokens each layer processes
-    (float; differentiable through the soft threshold mask in training);
-    :attr:`final_tokens` ``(B, T', C)`` the last layer's tokens,
-    :attr:`final_index` ``(B, T' - 1)`` their patch positions and
-    :attr:`final_alive` ``(B, T' - 1)`` which of them are kept.
+    After a forward: :attr:`keep_masks` (per location, ``(B, N)`` bool),
+    :attr:`scores` ``(B, N)``, :attr:`token_counts` ``(B, num_layers)``,
+    :attr:`final_tokens` ``(B, T', C)``, :attr:`final_index` and
+    :attr:`final_alive` ``(B, T' - 1)``.
 
     Args:
         arch (str | dict): ``'deit-tiny'``/``'deit-small'``/``'deit-base'``
-            (or ``'tiny'``/``'small'``/``'base'``, read as DeiT), any arch of
-            ``VisionTransformer``, or a dict with ``embed_dims``,
-            ``num_layers``, ``num_heads``, ``feedforward_channels``.
-        prune_before (int | Sequence[int]): 0-based layers before which
-            tokens are selected, increasing, each in ``1 .. num_layers - 1``
-            (an int is one location); ``(3, )`` is SaiT-S (TIS of the third
-            layer), ``(4, 7, 10)`` AS-ViT.
-        scorer (str): ``'tis'``, ``'asvit'``, ``'cls'`` or ``'random'``
-            (the floor).
+            (``'tiny'`` etc. read as DeiT) or a ``VisionTransformer`` arch.
+        prune_before (int | Sequence[int]): increasing 0-based layers in
+            ``1 .. num_layers - 1``; SaiT-S ``(3, )``, AS-ViT ``(4, 7, 10)``.
+        scorer (str): ``'tis'``, ``'asvit'``, ``'cls'`` or ``'random'``.
         selector (str): ``'value'``, ``'mass'`` or ``'threshold'``.
-        density (float): ``rho`` of the value selector, in ``(0, 1]``,
-            applied to the tokens alive at each location.
+        density (float): ``rho`` of the value selector, in ``(0, 1]``.
         mass_threshold (float): ``M_th`` of the mass selector, in ``(0, 1]``.
-        thresholds (float | Sequence[float]): initial ``theta`` per
-            location for the threshold selector (learnable; a number is one
-            location), finite (a NaN would prune every patch; refused here
-            and in a loaded state dict); AS-ViT: 0.001, 0.002, 0.003.
+        thresholds (float | Sequence[float]): initial learnable ``theta`` per
+            location, finite; AS-ViT: 0.001, 0.002, 0.003.
         tau (float): the sigmoid temperature of the threshold selector.
-        mask_mode (str): ``'logits'`` or ``'policy'``, see above.
-        policy_grad (str): the policy's gradient with ``mask_mode='policy'``:
-            ``'secant'`` (default, bounded) or ``'tangent'`` (the paper's
-            derivative, unbounded at pruned keys); the forward is the same.
-            See :func:`~mmvitaccel.ops.masked_attention`.
-        train_execution (str): ``'mask'`` or ``'drop'`` while training;
-            ``'drop'`` is refused with the threshold selector (its gradient
-            goes through the mask).
+        mask_mode (str): ``'logits'`` (SaiT) or ``'policy'`` (AS-ViT).
+        policy_grad (str): ``'secant'`` (bounded) or ``'tangent'`` (the
+            paper's); see :func:`~mmvitaccel.ops.masked_attention`.
+        train_execution (str): ``'mask'`` or ``'drop'`` (refused with the
+            threshold selector).
         test_execution (str): ``'mask'`` or ``'drop'`` in eval mode.
-        batch_mode (str): ``'pad'`` or ``'mean'``, batched dropping.
+        batch_mode (str): ``'pad'`` (exact) or ``'mean'`` (AS-ViT's).
         prune (bool): whether to prune at all.
-        out_type (str): ``'cls_token'`` (DeiT's head), ``'avg_featmap'``
-            (``ln2`` of the mean over the kept patch tokens), ``'featmap'``
-            (the patch grid ``(B, C, H, W)`` with pruned positions restored
-            from the layer where they were dropped) or ``'raw'``
-            (``(B, T', C)`` tokens as they are) or ``'tokens'``
-            (:class:`PrunedTokens`, for :class:`TokenRestoreNeck`).
-        fused_scoring (bool): for the scorers that read only the class
-            token's attention row (:attr:`CLS_ROW_SCORERS`), run the
-            scoring layer in the fused attention kernel and compute that
-            row alone (:func:`layer_forward`, ``attn_rows='cls'``; the same
-            scores). False builds the whole map, as TIS must.
-        **kwargs: the other arguments of mmpretrain's ``VisionTransformer``.
+        out_type (str): ``'cls_token'``, ``'avg_featmap'``, ``'featmap'``
+            (restored ``(B, C, H, W)``), ``'raw'`` or ``'tokens'``
+            (:class:`PrunedTokens`).
+        fused_scoring (bool): compute only the class row for
+            :attr:`CLS_ROW_SCORERS` (the same scores).
+        **kwargs: the other arguments of ``VisionTransformer``.
     """
-
     OUT_TYPES = {'cls_token', 'avg_featmap', 'featmap', 'raw', 'tokens'}
 
     def __init__(self,
@@ -200,8 +136,7 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
             raise ValueError(f'fused_scoring must be True or False, got '
                              f'{fused_scoring!r}')
         self.fused_scoring = fused_scoring
-        #: score at the pruning locations even when nothing is pruned (set
-        #: by a classifier that distils the scores in dense epochs)
+        #: score even when not pruning (TIS distillation in dense epochs)
         self.always_score = False
         if selector == 'threshold':
             if isinstance(thresholds, Real):
@@ -222,8 +157,7 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
         self._clear_records()
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        """Refuse non-finite learned thresholds (they would prune every
-        patch) before loading them."""
+        """Refuse non-finite thresholds before loading."""
         key = prefix + 'thresholds'
         if self.thresholds is not None and key in state_dict:
             check_finite(f'thresholds (state dict key {key!r})',
@@ -234,8 +168,7 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
 
     def set_pruning(self, density=None, mass_threshold=None, prune=None,
                     batch_mode=None, tau=None, test_execution=None):
-        """Change the pruning settings on the fly (``None`` leaves one as
-        it is).
+        """Change the pruning settings (``None`` leaves one as it is).
 
         Args:
             density (float, optional): ``rho`` of the value selector.
@@ -286,14 +219,11 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
 
     # --- layers -----------------------------------------------------------
 
-    #: scorers that read only the class token's attention row, so the
-    #: scoring layer keeps the fused kernel (:func:`layer_forward`,
-    #: ``attn_rows='cls'``); TIS sums whole columns and needs the map
+    #: scorers reading only the class row (fused scoring; TIS needs the map)
     CLS_ROW_SCORERS = ('asvit', 'cls', 'random')
 
     def _layer(self, layer, x, policy=None, need_attn=False, mode=None):
-        """:func:`layer_forward` with this model's mask mode, and the
-        attention rows its scorer reads."""
+        """:func:`layer_forward` with this model's settings."""
         return layer_forward(
             layer, x, policy, need_attn, mode or self.mask_mode,
             self.training,
@@ -301,17 +231,12 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
             self.scorer in self.CLS_ROW_SCORERS else 'all', self.policy_grad)
 
     def _score(self, attn, context, policy):
-        """Scores of the current patch tokens by ``scorer``.
+        """Scores ``(B, T - E)`` of the current patch tokens by ``scorer``.
 
         Args:
-            attn (Tensor): ``(B, h, T, T)`` attention of the layer, or its
-                class-token row ``(B, h, 1, T)`` (:attr:`CLS_ROW_SCORERS`).
-            context (Tensor): ``(B, h, T, d)`` its attention output (AS-ViT
-                weighs the heads by it).
+            attn (Tensor): ``(B, h, T, T)``, or the class row ``(B, h, 1, T)``.
+            context (Tensor): ``(B, h, T, d)`` the attention output.
             policy (Tensor | None): ``(B, T)`` the mask the layer ran with.
-
-        Returns:
-            Tensor: ``(B, T - E)``.
         """
         if self.scorer == 'tis':
             return tis_score(attn, policy, self.num_extra_tokens)
@@ -322,16 +247,12 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
         return cls_attention_score(attn, self.num_extra_tokens)
 
     def _select(self, scores, valid, stage):
-        """Keep mask over the current patch tokens: bool for value/mass,
-        straight-through float for threshold (training).
+        """Keep mask ``(B, K)``: bool, or straight-through float (threshold).
 
         Args:
             scores (Tensor): ``(B, K)``.
             valid (Tensor): ``(B, K)`` bool, the tokens still alive.
-            stage (int): the pruning location (threshold index).
-
-        Returns:
-            Tensor: ``(B, K)`` bool or float.
+            stage (int): the pruning location.
         """
         if self.selector == 'value':
             counts = value_keep_counts(valid.sum(dim=-1), self.density)
@@ -344,18 +265,14 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
     # --- forward ----------------------------------------------------------
 
     def _prune(self, state, x, scores, stage, mask):
-        """Select the tokens to keep at pruning location ``stage`` and
-        apply the selection (``mask``: to the policy; else drop them).
+        """Select and apply the kept tokens; returns ``(B, E + K', C)``.
 
         Args:
-            state (PruningState): the forward's token bookkeeping (updated).
+            state (PruningState): the token bookkeeping (updated).
             x (Tensor): the current tokens ``(B, E + K, C)``.
             scores (Tensor): ``(B, K)`` scores from the previous layer.
             stage (int): index into ``prune_before``.
             mask (bool): ``'mask'`` execution (else ``'drop'``).
-
-        Returns:
-            Tensor: the tokens the next layer runs on ``(B, E + K', C)``.
         """
         self.scores.append(state.grid_scores(scores))
         keep = self._select(scores, state.alive, stage)
@@ -426,12 +343,7 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
             hw (tuple[int, int]): the patch grid.
             index (Tensor): ``(B, K)`` their patch positions.
             alive (Tensor): ``(B, K)`` bool, which are kept.
-            full (Tensor | None): ``(B, N, C)`` snapshot of pruned tokens
-                (``'featmap'``/``'tokens'``).
-
-        Returns:
-            Tensor | PrunedTokens: ``(B, C)``, ``(B, E + K, C)``,
-            ``(B, C, H, W)`` or a :class:`PrunedTokens`.
+            full (Tensor | None): ``(B, N, C)`` snapshot of pruned tokens.
         """
         E = self.num_extra_tokens
         if self.out_type == 'raw':
@@ -441,7 +353,5 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
         if self.out_type == 'avg_featmap':
             w = alive.to(x.dtype)[..., None]
             return self.ln2((x[:, E:] * w).sum(1) / w.sum(1).clamp_min(1.))
-        # kept tokens scattered onto the grid, the pruned positions from the
-        # snapshot taken when they were pruned
         tokens = PrunedTokens(x, index, alive, full, tuple(hw))
         return tokens if self.out_type == 'tokens' else tokens.restore()

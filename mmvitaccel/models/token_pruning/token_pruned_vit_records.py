@@ -1,11 +1,4 @@
-"""What a token-pruned ViT forward leaves behind, and the FLOPs it implies.
-
-:class:`~mmvitaccel.models.TokenPrunedVisionTransformer` records,
-per forward, the keep masks of each pruning location, the scores and the
-tokens each layer processes; :class:`PruningRecordsMixin` holds these
-records and the queries on them (any layer's keep mask, the kept indices,
-the closed-form FLOPs of the counts).
-"""
+"""The records of a token-pruned ViT forward and their analytic FLOPs."""
 import torch
 
 from mmvitaccel.ops import vit_layer_flops
@@ -16,16 +9,12 @@ __all__ = ['PruningRecordsMixin']
 class PruningRecordsMixin:
     """Records of the last forward of a token-pruned ViT, and their FLOPs.
 
-    The host (a ``VisionTransformer``) fills ``keep_masks`` (per pruning
-    location, ``(B, N)`` bool), ``scores``, ``token_counts``
-    ``(B, num_layers)``, ``final_tokens``/``final_alive``/``final_index``
-    and ``_num_patches`` (``N``) in its forward, after
-    :meth:`_clear_records`. It comes after ``VisionTransformer`` in the
-    host's bases (it only adds methods the host does not have).
+    The host fills ``keep_masks``, ``scores``, ``token_counts``
+    ``(B, num_layers)``, ``final_*`` and ``_num_patches`` in its forward.
     """
 
     def _clear_records(self):
-        """Forget the last forward's records (a new forward starts)."""
+        """Forget the last forward's records."""
         self.keep_masks = []
         self.scores = []
         self.token_counts = None
@@ -34,9 +23,7 @@ class PruningRecordsMixin:
         self.final_index = None
 
     def layer_keep_mask(self, layer):
-        """The patch positions layer ``layer`` processes in the last
-        forward: ``(B, N)`` bool (all True before the first pruning, and
-        when nothing was pruned).
+        """The patch positions ``layer`` processed in the last forward.
 
         Args:
             layer (int): a layer index, ``0 .. num_layers - 1``.
@@ -58,8 +45,7 @@ class PruningRecordsMixin:
 
     @property
     def kept_indices(self):
-        """Per pruning location, a list over the batch of the ``(K_b,)``
-        kept patch positions (ascending) after it."""
+        """Per location, per image, the ``(K_b,)`` kept positions."""
         return [[m.nonzero().flatten() for m in keep]
                 for keep in self.keep_masks]
 
@@ -68,14 +54,12 @@ class PruningRecordsMixin:
     def analytic_flops(self, token_counts=None):
         """Per-image FLOPs of the transformer layers, from token counts.
 
-        ``sum_l FLOPs_layer(n_l)`` (:func:`vit_layer_flops`, the
-        :func:`count_flops` convention) plus the final norm ``5 n_L C``; the
-        patch embedding and the head are the same for every density and
-        left out.
+        ``sum_l FLOPs_layer(n_l) + 5 n_L C`` (:func:`vit_layer_flops`; the
+        final norm; no patch embedding or head).
 
         Args:
-            token_counts (Tensor, optional): ``(B, num_layers)``; default the
-                last forward's :attr:`token_counts`.
+            token_counts (Tensor, optional): ``(B, num_layers)``; default
+                :attr:`token_counts`.
 
         Returns:
             Tensor: ``(B,)``.

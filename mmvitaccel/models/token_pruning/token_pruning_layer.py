@@ -1,21 +1,5 @@
-"""The pieces of a token-pruned ViT forward, per layer and per pruning step.
-
-:class:`~mmvitaccel.models.TokenPrunedVisionTransformer` runs
-mmpretrain's ``TransformerEncoderLayer`` unchanged; this module holds what
-it needs around them:
-
-* :func:`layer_forward`: one upstream layer with a policy in its softmax
-  and/or returning its attention map (to score the tokens);
-* :class:`PruningState`: the tokens' bookkeeping through a forward (patch
-  positions, which are alive, the soft policy, the padding mask, the
-  snapshot of pruned tokens) and one pruning step in either execution
-  (``'mask'``: keep all tokens, mask the pruned ones; ``'drop'``: gather
-  the kept ones);
-* :class:`PrunedTokens`: the result container a neck restores the grid
-  from;
-* :func:`tokens_and_last_attention`: a teacher ViT's final tokens and last
-  attention map in one forward.
-"""
+"""Per-layer pieces of a token-pruned ViT forward: the layer step, the token
+bookkeeping (:class:`PruningState`) and :class:`PrunedTokens`."""
 from typing import NamedTuple
 
 import torch
@@ -32,15 +16,13 @@ __all__ = ['PrunedTokens', 'PruningState', 'layer_forward', 'ATTN_ROWS',
 
 
 class PrunedTokens(NamedTuple):
-    """A pruned token sequence and what is needed to restore the grid.
+    """A pruned token sequence and what restores the grid.
 
     Attributes:
         tokens (Tensor): ``(B, 1 + K, C)`` class token and current tokens.
         index (Tensor): ``(B, K)`` their patch positions.
-        alive (Tensor): ``(B, K)`` bool, False for pruned (masked) tokens
-            and padding.
-        dropped (Tensor): ``(B, N, C)`` each position's features when it was
-            pruned (stale for alive positions).
+        alive (Tensor): ``(B, K)`` bool, False for pruned tokens and padding.
+        dropped (Tensor): ``(B, N, C)`` each position's features when pruned.
         hw (tuple[int, int]): the patch grid.
     """
     tokens: torch.Tensor
@@ -50,8 +32,7 @@ class PrunedTokens(NamedTuple):
     hw: tuple
 
     def restore(self):
-        """The full grid ``(B, C, H, W)``: alive tokens where they are,
-        pruned positions from the layer where they were dropped."""
+        """The full grid ``(B, C, H, W)``, pruned positions as dropped."""
         grid = restore_tokens(self.dropped, self.tokens[:, 1:], self.index,
                               self.alive)
         return grid.transpose(1, 2).reshape(grid.shape[0], -1, *self.hw)
@@ -63,33 +44,23 @@ ATTN_ROWS = ('all', 'cls')
 
 def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
                   training=False, attn_rows='all', policy_grad='secant'):
-    """One upstream ViT layer, with a policy in its softmax and/or returning
-    its attention.
+    """One upstream ViT layer with a policy in its softmax and/or its map.
 
-    ``x' = x + gamma1(Proj(A V))``, ``A = softmax(Q K^T / sqrt(d))``
-    masked by ``policy``; ``out = FFN(ln2(x'), identity=x')``; with
-    ``Q, K, V`` from ``attn.qkv(ln1(x))``.
-
-    With ``attn_rows='cls'`` (scorers that read only the class token's row,
-    ``A[:, :, 0]``: AS-ViT's and EViT's; the random floor reads nothing) and
-    a key mask (``mode='logits'``), the layer runs in the fused kernel
-    (``scaled_dot_product_attention``, which returns no map) and the row is
-    computed on its own, ``A_0 = softmax(q_0 K^T / sqrt(d))`` over the same
-    keys: ``O(T d)`` per head instead of the ``(T, T)`` map. SaiT's TIS sums
-    whole columns over every query row, so it needs the map (``'all'``).
+    ``x' = x + gamma1(Proj(A V))``, ``A = softmax(Q K^T / sqrt(d))`` masked
+    by ``policy``; ``out = FFN(ln2(x'), identity=x')``. ``attn_rows='cls'``
+    with ``mode='logits'`` runs fused and computes only the class row
+    ``A_0 = softmax(q_0 K^T / sqrt(d))``.
 
     Args:
         layer (TransformerEncoderLayer): an upstream layer.
         x (Tensor): ``(B, T, C)``.
-        policy (Tensor, optional): ``(B, T)`` float policy (or bool key
-            mask with ``mode='logits'``).
+        policy (Tensor, optional): ``(B, T)`` float policy (or bool key mask).
         need_attn (bool): return the attention and context.
-        mode (str): the mask mode, ``'logits'`` or ``'policy'``.
+        mode (str): ``'logits'`` or ``'policy'``.
         training (bool): apply the attention dropout.
-        attn_rows (str): ``'all'`` (the map) or ``'cls'`` (its first row
-            only, fused where the mode allows; :data:`ATTN_ROWS`).
-        policy_grad (str): the policy's gradient in ``'policy'`` mode,
-            ``'secant'`` or ``'tangent'`` (:func:`masked_attention`).
+        attn_rows (str): ``'all'`` or ``'cls'`` (:data:`ATTN_ROWS`).
+        policy_grad (str): ``'secant'`` or ``'tangent'``
+            (:func:`masked_attention`).
 
     Returns:
         tuple: ``(out (B, T, C), attn (B, h, T, T) or (B, h, 1, T) | None,
@@ -112,8 +83,7 @@ def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
         if training and mha.attn_drop > 0:  # as upstream's SDPA
             context = F.dropout(attn, mha.attn_drop) @ v
     else:
-        # 'logits' in the fused kernel: a bool key mask gives pruned keys a
-        # weight of exactly zero, the value their MASKED_LOGIT rounds to
+        # fused kernel: a bool key mask gives pruned keys weight 0
         keys = None if policy is None else (policy > 0)[:, None, None, :]
         context = F.scaled_dot_product_attention(
             q, k, v, attn_mask=sdpa_mask(keys, q.dtype),
@@ -128,18 +98,14 @@ def layer_forward(layer, x, policy=None, need_attn=False, mode='logits',
 
 
 def tokens_and_last_attention(vit, images):
-    """Run an mmpretrain ``VisionTransformer`` (a teacher) and return its
-    final tokens (after the final norm), the last layer's attention and
-    the patch grid.
+    """A teacher ViT's final (normed) tokens, last attention and grid.
 
     Args:
         vit (VisionTransformer): the model (one class token required).
         images (Tensor): ``(B, 3, H, W)``.
 
     Returns:
-        tuple[Tensor, Tensor, tuple[int, int]]: ``(B, T, C)`` tokens,
-        ``(B, h, T, T)`` attention of the last layer and the patch grid
-        ``(H, W)`` (for the teacher's own ``_format_output``).
+        tuple: ``(B, T, C)`` tokens, ``(B, h, T, T)`` attention, ``(H, W)``.
     """
     if getattr(vit, 'cls_token', None) is None or \
             vit.num_extra_tokens != 1:
@@ -162,29 +128,23 @@ def tokens_and_last_attention(vit, images):
 
 
 class PruningState:
-    """Where the tokens of a pruned forward are, and one pruning step.
+    """Token bookkeeping of a pruned forward, and one pruning step.
 
-    With ``E`` extra (class) tokens and ``N`` patches, the forward's tokens
-    are ``(B, E + K, C)``: ``K = N`` in ``'mask'`` execution, the kept
-    (padded) count after a ``'drop'``.
+    Tokens are ``(B, E + K, C)``: ``K = N`` in ``'mask'`` execution, the
+    kept (padded) count after a ``'drop'``.
 
     Args:
         x (Tensor): the embedded tokens ``(B, E + N, C)``.
         num_extra_tokens (int): ``E``.
-        keep_pruned (bool): keep a snapshot of each patch token as it was
-            when it was pruned (to restore the grid: ``'featmap'`` and
-            ``'tokens'`` outputs).
+        keep_pruned (bool): snapshot tokens as pruned (to restore the grid).
 
     Attributes:
-        index (Tensor): ``(B, K)`` the patch positions of the current tokens.
-        alive (Tensor): ``(B, K)`` bool, False where pruned (``'mask'``) or
-            padding (``'drop'``).
+        index (Tensor): ``(B, K)`` patch positions of the current tokens.
+        alive (Tensor): ``(B, K)`` bool, False where pruned or padding.
         policy (Tensor | None): ``(B, E + N)`` float policy (``'mask'``).
-        key_mask (Tensor | None): ``(B, E + K)`` bool, the padding mask
-            (``'drop'`` with images keeping different counts).
+        key_mask (Tensor | None): ``(B, E + K)`` bool padding mask.
         full (Tensor | None): ``(B, N, C)`` snapshot of pruned tokens.
-        count (Tensor): ``(B, )`` float, the tokens the next layer processes
-            (differentiable through a soft policy).
+        count (Tensor): ``(B, )`` float, tokens the next layer processes.
     """
 
     def __init__(self, x, num_extra_tokens, keep_pruned=False):
@@ -201,14 +161,13 @@ class PruningState:
         self.count = x.new_full((B, ), float(T))
 
     def attention_mask(self, mask):
-        """What the next layer's softmax is masked with.
+        """The next layer's softmax mask.
 
         Args:
             mask (bool): ``'mask'`` execution (else ``'drop'``).
 
         Returns:
-            Tensor | None: the policy ``(B, E + N)`` or the padding mask
-            ``(B, E + K)``; None while nothing is masked.
+            Tensor | None: policy ``(B, E + N)`` or padding ``(B, E + K)``.
         """
         return self.policy if mask else self.key_mask
 
@@ -236,11 +195,10 @@ class PruningState:
 
         Args:
             x (Tensor): the current tokens ``(B, E + N, C)``.
-            keep (Tensor): ``(B, N)`` bool, or float (a straight-through
-                soft mask).
+            keep (Tensor): ``(B, N)`` bool, or float (straight-through).
 
         Returns:
-            Tensor: ``x``, unchanged (all tokens stay).
+            Tensor: ``x``, unchanged.
         """
         E = self.num_extra_tokens
         if keep.dtype == torch.bool:
@@ -258,15 +216,13 @@ class PruningState:
         return x
 
     def drop(self, x, keep, scores=None):
-        """``'drop'`` execution: gather the kept tokens (padded to the
-        largest count, the padding masked).
+        """``'drop'`` execution: gather the kept tokens, padding masked.
 
         Args:
             x (Tensor): the current tokens ``(B, E + K, C)``.
             keep (Tensor): ``(B, K)`` bool or float keep mask.
-            scores (Tensor, optional): ``(B, K)``; given, every image keeps
-                the batch-mean count of its best-scored tokens
-                (``batch_mode='mean'``).
+            scores (Tensor, optional): ``(B, K)``; given, each image keeps
+                the batch-mean count (``batch_mode='mean'``).
 
         Returns:
             Tensor: the kept tokens ``(B, E + K', C)``.
@@ -290,11 +246,7 @@ class PruningState:
         return x
 
     def _drop_to_mean(self, x, keep, scores):
-        """:meth:`drop` with ``batch_mode='mean'`` while no row is padded
-        (every token alive): each image keeps its best ``K`` tokens,
-        ``K`` the batch-mean count (:func:`batch_mean_kept_index`); a
-        top-k and a gather, no padding and no mask, so the rows stay
-        unpadded."""
+        """:meth:`drop`, ``batch_mode='mean'``, no row padded: top-k."""
         E = self.num_extra_tokens
         sub = batch_mean_kept_index(scores, keep)
         if sub.shape[1] == scores.shape[1]:  # every token kept: no copy

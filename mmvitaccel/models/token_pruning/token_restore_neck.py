@@ -1,7 +1,4 @@
-"""Restore a token-pruned ViT's patch grid and build a feature pyramid, so
-that a pruned DeiT serves dense heads (mmseg UperNet, mmdet FPN users).
-
-Beyond SaiT and AS-ViT, which only classify."""
+"""A neck restoring a token-pruned ViT's patch grid for dense heads."""
 import torch.nn as nn
 from mmseg.models.necks import Feature2Pyramid
 
@@ -11,25 +8,16 @@ from mmvitaccel.models.token_pruning.token_pruned_vit import PrunedTokens
 
 @MODELS.register_module()
 class TokenRestoreNeck(nn.Module):
-    """Scatter kept tokens back onto the full patch grid, then rescale.
+    """Scatter kept tokens back onto the patch grid, then rescale.
 
-    For each backbone output (a :class:`PrunedTokens` from
-    ``TokenPrunedVisionTransformer(out_type='tokens')``):
-
-    1. ``G[p] = x_k`` for the kept token ``k`` at position ``p``; a pruned
-       position takes its features from the layer where it was dropped, so
-       the grid is ``(B, C, H, W)`` with ``H x W`` the patch grid;
-    2. the simple feature pyramid of mmseg's ``Feature2Pyramid`` (ViTDet /
-       BEiT style): ``4x`` (two stride-2 deconvolutions with norm and GELU
-       between), ``2x`` (one deconvolution), ``1x`` (identity), ``0.5x``
-       (``0.25x``) (max pooling), one scale per input in order.
-
-    Inputs that are already ``(B, C, H, W)`` maps pass step 1 unchanged.
+    ``G[p] = x_k`` for the kept token ``k`` at position ``p``, pruned
+    positions from where they were dropped (``(B, C, H, W)``); then mmseg's
+    ``Feature2Pyramid``, one scale per input.
 
     Args:
         embed_dims (int): ``C``, the backbone's width.
         rescales (Sequence[float]): one scale per input, from
-            ``(4, 2, 1, 0.5)`` or ``(2, 1, 0.5, 0.25)``; mmseg's order.
+            ``(4, 2, 1, 0.5)`` or ``(2, 1, 0.5, 0.25)``.
         norm_cfg (dict): the norm inside the ``4x`` branch.
     """
 
@@ -45,8 +33,7 @@ class TokenRestoreNeck(nn.Module):
 
     @staticmethod
     def restore(feature):
-        """A :class:`PrunedTokens` -> its restored ``(B, C, H, W)`` grid; a
-        map is returned as it is."""
+        """:class:`PrunedTokens` -> ``(B, C, H, W)``; a map passes as is."""
         return feature.restore() if isinstance(feature,
                                                PrunedTokens) else feature
 

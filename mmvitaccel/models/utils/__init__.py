@@ -1,6 +1,5 @@
-"""What the methods share: host size tables, checks, the upstream checkpoint
-readers, the load report, the pretrained-weights mixin, ViT helpers and the
-Swin base (only where mmdet imports)."""
+"""What the methods share: host size tables, checks, checkpoint readers,
+the load report, the pretrained-weights mixin, ViT helpers, the Swin base."""
 from mmvitaccel.models.utils.archs import DEIT_ARCHS, SWIN_ARCHS
 from mmvitaccel.models.utils.checkpoint import (deit_converter,
                                                 deit_state_dict,

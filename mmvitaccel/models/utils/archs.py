@@ -2,8 +2,7 @@
 
 __all__ = ['DEIT_ARCHS', 'SWIN_ARCHS']
 
-#: short names of the DeiT sizes (mmpretrain's own ``'small'`` is ViT-S, a
-#: different model; our DeiT backbones read them as DeiT)
+#: DeiT size names (mmpretrain's own ``'small'`` is ViT-S; ours mean DeiT)
 DEIT_ARCHS = {'tiny': 'deit-tiny', 'small': 'deit-small', 'base': 'deit-base'}
 
 #: embed_dims, depths, num_heads of the Swin sizes

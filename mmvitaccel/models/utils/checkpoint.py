@@ -1,31 +1,5 @@
-"""Load public host checkpoints into backbones that keep the host's names.
-
-Video Swin checkpoints (mmaction2 and the official release share names)
-load as they are. For 2-D Swin, three layouts are recognised and mapped to
-mmdet's Swin names (which mmpretrain's Swin shares exactly):
-
-* official Swin (microsoft): ``layers.{i}.blocks.{j}.attn.qkv``,
-  ``patch_embed.proj`` ... converted with mmdet's ``swin_converter``;
-* mmdet / mmseg Swin: ``backbone.stages.{i}...`` inside a detector or
-  segmentor checkpoint, or bare;
-* mmpretrain Swin: ``backbone.stages.{i}...`` inside a classifier.
-
-DeiT / ViT: two layouts are recognised and mapped to mmpretrain's
-``VisionTransformer`` names:
-
-* official DeiT (facebookresearch/deit, timm): ``blocks.{i}.attn.qkv``,
-  ``patch_embed.proj``, ``cls_token`` ... converted by
-  :func:`deit_converter`;
-* mmpretrain DeiT/ViT: ``backbone.layers.{i}...`` inside a classifier, or
-  bare.
-
-DINO's ViTs (released backbone weights or a training checkpoint) are the
-official layout without a classifier: :func:`dino_state_dict`.
-
-Loading with a report of what loaded, and the refusal of a checkpoint of
-another model, are in :mod:`~mmvitaccel.models.utils.load_report`;
-their names are re-exported here.
-"""
+"""Readers of public host checkpoints (Swin, Video Swin, DeiT/ViT, DINO)
+into the names of the backbones that keep their host's names."""
 from collections import OrderedDict
 
 import torch
@@ -58,8 +32,7 @@ def read_state_dict(checkpoint):
 
 
 def _backbone_only(state_dict):
-    """Keep the ``backbone.`` part of a whole-model state dict, unprefixed;
-    a bare backbone state dict is returned as is."""
+    """The unprefixed ``backbone.`` part of a state dict; a bare one as is."""
     if any(k.startswith('backbone.') for k in state_dict):
         return OrderedDict((k[len('backbone.'):], v)
                            for k, v in state_dict.items()
@@ -68,14 +41,11 @@ def _backbone_only(state_dict):
 
 
 def swin_state_dict(checkpoint):
-    """Backbone weights of a Swin checkpoint, in mmdet's Swin names.
+    """Backbone weights (no ``backbone.`` prefix) of a Swin checkpoint
+    (official, mmdet/mmseg or mmpretrain layout) in mmdet's Swin names.
 
     Args:
-        checkpoint (str | dict): a path/URL, or an already loaded
-            checkpoint (a state dict or a dict with ``state_dict``/``model``).
-
-    Returns:
-        OrderedDict: ``{name: tensor}`` without any ``backbone.`` prefix.
+        checkpoint (str | dict): a path/URL or a loaded checkpoint.
     """
     state_dict = read_state_dict(checkpoint)
     if 'patch_embed.proj.weight' in state_dict:  # official layout
@@ -85,44 +55,24 @@ def swin_state_dict(checkpoint):
 
 
 def video_swin_state_dict(checkpoint):
-    """Backbone weights of a Video Swin checkpoint (mmaction2, or the
-    official release, which shares its names: ``layers.{i}.blocks.{j}...``).
+    """Backbone weights (no ``backbone.`` prefix) of a Video Swin checkpoint
+    (mmaction2 or official).
 
     Args:
-        checkpoint (str | dict): a path/URL, or an already loaded
-            checkpoint (a state dict or a dict with ``state_dict``/``model``).
-
-    Returns:
-        OrderedDict: ``{name: tensor}`` without any ``backbone.`` prefix.
+        checkpoint (str | dict): a path/URL or a loaded checkpoint.
     """
     return _backbone_only(read_state_dict(checkpoint))
 
 
 def inflate_2d_swin(model, checkpoint, logger):
-    """A 2-D Swin checkpoint inflated for a Video Swin ``model`` by upstream
-    ``SwinTransformer3D.inflate_weights`` (mmaction2), returned instead of
-    loaded, so that the caller can load it with a report.
-
-    Upstream reads ``model.pretrained`` (a file with a ``model`` entry),
-    averages the patch embedding over time, resizes every relative position
-    table to the window and repeats it over the ``2 * w_t - 1`` temporal
-    offsets, and renames the final ``norm`` to ``norm3``. It expects every
-    table of the checkpoint in the model and ``norm.*`` when the model has
-    ``norm3``, so what ``model`` lacks is set aside first (the tables of
-    blocks that became something else, e.g. STViT's cross-attention) and
-    put back unchanged, for the loader to report as unused. The model's
-    own ``relative_position_index`` buffers (computed from its window) are
-    added, as upstream drops the checkpoint's.
+    """A 2-D Swin checkpoint inflated for a Video Swin ``model`` by
+    mmaction2's ``SwinTransformer3D.inflate_weights``, in the model's names,
+    returned, not loaded.
 
     Args:
         model (SwinTransformer3D): the model (or a subclass); read only.
-        checkpoint (str | dict): a path/URL or a loaded checkpoint of a 2-D
-            Swin in the official layout (``layers.{i}.blocks.{j}...``),
-            bare or under ``state_dict``/``model``.
+        checkpoint (str | dict): an official 2-D Swin checkpoint (or path).
         logger (MMLogger): where upstream logs.
-
-    Returns:
-        OrderedDict: ``{name: tensor}`` in the model's names.
     """
     import os.path as osp
     import tempfile
@@ -174,14 +124,9 @@ _DEIT_TOP_RENAMES = (
 def deit_converter(state_dict):
     """Official DeiT (facebookresearch/deit, timm) names -> mmpretrain's.
 
-    ``blocks.{i}.{norm1,attn.qkv,attn.proj,norm2,mlp.fc1,mlp.fc2}`` become
-    ``layers.{i}.{ln1,attn.qkv,attn.proj,ln2,ffn.layers.0.0,ffn.layers.1}``,
-    ``patch_embed.proj`` becomes ``patch_embed.projection``, the final
-    ``norm`` ``ln1``; ``cls_token``, ``pos_embed`` (and a distilled model's
-    ``dist_token``) keep their names. The classifier (``head``,
-    ``head_dist``) is dropped. mmpretrain ships the same mapping only as a
-    script (``tools/model_converters/deit3_to_mmpretrain.py``), which is not
-    importable; the tests check that both agree.
+    ``blocks.{i}`` -> ``layers.{i}`` (``norm1/2`` -> ``ln1/2``, ``mlp.fc1/2``
+    -> ``ffn.layers.0.0/1``), ``patch_embed.proj`` -> ``.projection``, final
+    ``norm`` -> ``ln1``; the classifier (``head``, ``head_dist``) is dropped.
 
     Args:
         state_dict (dict): official DeiT weights.
@@ -207,21 +152,14 @@ def deit_converter(state_dict):
 
 
 def deit_state_dict(checkpoint):
-    """Backbone weights of a DeiT/ViT checkpoint, in mmpretrain's
-    ``VisionTransformer`` names.
+    """Backbone weights (no ``backbone.`` prefix) of a DeiT/ViT checkpoint
+    (official or mmpretrain layout) in mmpretrain's ViT names.
 
-    A distilled DeiT's position embedding has a slot for its distillation
-    token (index 1, after the class token); that slot is removed so that
-    the embedding fits a model with one class token. ``dist_token`` itself
-    is kept, and a loader reports it as unused.
+    A distilled DeiT's ``pos_embed`` slot of ``dist_token`` (index 1) is
+    removed; ``dist_token`` itself stays, reported as unused.
 
     Args:
-        checkpoint (str | dict): a path/URL, or an already loaded
-            checkpoint (a state dict or a dict with ``state_dict``/``model``)
-            in the official or the mmpretrain layout.
-
-    Returns:
-        OrderedDict: ``{name: tensor}`` without any ``backbone.`` prefix.
+        checkpoint (str | dict): a path/URL or a loaded checkpoint.
     """
     state_dict = read_state_dict(checkpoint)
     if 'patch_embed.proj.weight' in state_dict:  # official layout
@@ -239,24 +177,12 @@ DINO_CHECKPOINT_KEYS = ('teacher', 'student')
 
 
 def dino_state_dict(checkpoint, checkpoint_key='teacher'):
-    """Backbone weights of a DINO ViT (facebookresearch/dino), in
-    mmpretrain's ``VisionTransformer`` names.
-
-    DINO's ViT is timm's without a classifier, so its released backbone
-    weights (e.g. ViT-S/16) are a plain state dict in the official DeiT
-    layout with no ``head.*``: :func:`deit_converter` maps them. A DINO
-    training checkpoint holds the two networks under ``teacher`` and
-    ``student``, each ``module.backbone.*`` plus the projection head
-    ``module.head.*`` (not part of the ViT, dropped); ``checkpoint_key``
-    picks one, the teacher by default, as DINO's own evaluations do.
+    """Backbone weights (no ``backbone.`` prefix) of a DINO ViT (released
+    backbone or training checkpoint) in mmpretrain's ViT names.
 
     Args:
         checkpoint (str | dict): a path/URL or a loaded checkpoint.
-        checkpoint_key (str): ``'teacher'`` or ``'student'``, used when the
-            checkpoint is a training checkpoint.
-
-    Returns:
-        OrderedDict: ``{name: tensor}`` without any ``backbone.`` prefix.
+        checkpoint_key (str): ``'teacher'`` (DINO's own) or ``'student'``.
     """
     if checkpoint_key not in DINO_CHECKPOINT_KEYS:
         raise ValueError(f'checkpoint_key must be one of '
@@ -274,13 +200,10 @@ def dino_state_dict(checkpoint, checkpoint_key='teacher'):
 
 def is_official_vit(state_dict):
     """Whether a state dict is a timm-layout ViT (official DeiT, DINO's
-    released backbone) or a DINO training checkpoint.
+    backbone) or a DINO training checkpoint.
 
     Args:
         state_dict (dict): as read by :func:`read_state_dict`.
-
-    Returns:
-        bool
     """
     if any(isinstance(state_dict.get(k), dict) for k in DINO_CHECKPOINT_KEYS):
         return True

@@ -1,9 +1,4 @@
-"""Argument and input checks shared by the backbones.
-
-Each check raises at build time (or on the first forward, for inputs) with
-a message that names the parameter, what it got and what it accepts,
-instead of a bare ``TypeError`` or a torch error deep inside a layer.
-"""
+"""Build-time checks whose messages name the parameter, value and range."""
 import math
 from numbers import Integral, Real
 
@@ -27,13 +22,9 @@ def check_int(name, value, low=None, high=None, hint=''):
         high (int, optional): largest allowed value.
         hint (str): why the range is what it is, appended to the message.
 
-    Returns:
-        int: ``value``.
-
     Raises:
-        TypeError: ``value`` is not an integer (a float such as ``2.5`` or
-            ``3.0``, a bool, a string ...).
-        ValueError: it is out of range.
+        TypeError: not an integer (a float, a bool, a string ...).
+        ValueError: out of range.
     """
     allowed = f'an int in {"" if low is None else low}..' \
               f'{"" if high is None else high}'
@@ -52,17 +43,14 @@ def check_int_pair(name, value, low=None, example=None, hint=''):
 
     Args:
         name (str): the parameter, for the message.
-        value: what was given; a list or tuple of two ints.
+        value: a list or tuple of two ints.
         low (int, optional): smallest allowed element.
         example (tuple[int, int], optional): a valid value for the message.
         hint (str): what the two elements are, appended to the message.
 
-    Returns:
-        tuple[int, int]: ``value``.
-
     Raises:
-        TypeError: ``value`` is not a list/tuple of ints (e.g. a bare int).
-        ValueError: it does not hold two, or an element is below ``low``.
+        TypeError: not a list/tuple of ints.
+        ValueError: not two, or an element below ``low``.
     """
     form = 'a pair of ints' + ('' if low is None else f' >= {low}')
     form += '' if example is None else f', e.g. {tuple(example)}'
@@ -81,12 +69,6 @@ def as_int_tuple(name, value):
     Args:
         name (str): the parameter, for the message.
         value (int | Sequence[int]): what was given.
-
-    Returns:
-        tuple[int]: ``(value, )`` for an int, else ``tuple(value)``.
-
-    Raises:
-        TypeError: ``value`` is neither an int nor a list/tuple of ints.
     """
     if _is_int(value):
         return (int(value), )
@@ -98,16 +80,11 @@ def as_int_tuple(name, value):
 
 
 def check_finite(name, values):
-    """Raise a ``ValueError`` naming ``name`` unless every value is a finite
-    number (no NaN, no infinity).
+    """The values as floats; a ``ValueError`` naming ``name`` unless finite.
 
     Args:
         name (str): the parameter, for the message.
-        values (Iterable[float] | Tensor): the values (a tensor is read on
-            the host).
-
-    Returns:
-        tuple[float]: the values as floats.
+        values (Iterable[float] | Tensor): a tensor is read on the host.
     """
     if hasattr(values, 'detach'):  # a tensor
         values = values.detach().cpu().flatten().tolist()
@@ -123,15 +100,12 @@ def check_finite(name, values):
 
 
 def check_in_channels(images, in_channels, ndim=None):
-    """Raise a ``ValueError`` unless ``images`` have ``in_channels``
-    channels (dimension 1), naming the backbone's ``in_channels``.
+    """Refuse ``images`` without ``in_channels`` channels (dimension 1).
 
     Args:
         images (Tensor): ``(B, C, ...)`` input of a backbone.
-        in_channels (int): the channels the backbone was built for (its
-            patch embedding's input channels).
-        ndim (int, optional): the expected number of dimensions (4 for
-            images ``(B, C, H, W)``, 5 for clips ``(B, C, T, H, W)``).
+        in_channels (int): the channels the backbone was built for.
+        ndim (int, optional): 4 for ``(B, C, H, W)``, 5 with time.
     """
     shape = tuple(images.shape)
     rest = {4: 'H, W', 5: 'T, H, W'}.get(ndim, '...')

@@ -1,5 +1,4 @@
-"""Config files named the OpenMMLab way, for the models that build other
-models from a config (distillation teachers) and for the tools above."""
+"""Config files named the OpenMMLab way (``toolbox::path``)."""
 import os.path as osp
 
 from mmengine.config import Config
@@ -10,13 +9,8 @@ def config_path(config):
     """The file behind a config name.
 
     Args:
-        config (str): a path, or ``'toolbox::relative/path.py'`` (e.g.
-            ``'mmpretrain::deit/deit-small_4xb256_in1k.py'``), the file in
-            that package's ``.mim/configs``, as ``mim`` and the upstream
-            tools name them.
-
-    Returns:
-        str: the path of the file.
+        config (str): a path, or ``'toolbox::relative/path.py'`` as ``mim``
+            names it (``'mmpretrain::deit/deit-small_4xb256_in1k.py'``).
     """
     if '::' not in config:
         return config
@@ -30,9 +24,6 @@ def load_config_file(config, cfg_options=None):
     Args:
         config (str): a path or a ``toolbox::`` name (:func:`config_path`).
         cfg_options (dict, optional): overrides merged into the config.
-
-    Returns:
-        Config: the config.
     """
     cfg = Config.fromfile(config_path(config))
     if cfg_options:

@@ -1,29 +1,5 @@
-"""Load a state dict with a report, and refuse the checkpoint of another
-model.
-
-Each tensor of the model (each key of its state dict) is counted once, as
-exactly one of:
-
-* *loaded*: the checkpoint has a tensor of the same name and shape;
-* *mismatched*: the checkpoint has one of the same name and another shape
-  (skipped);
-* *new*: the checkpoint has none, and it is a parameter the method adds
-  (expected to be absent from a host checkpoint);
-* *missing*: the checkpoint has none, and the model expects it.
-
-The checkpoint's keys that the model lacks are *unused* (e.g. the position
-tables of blocks that became cross-attention). A load ends with one line
-of counts over the model's tensors, e.g. ``loaded 152/152; new 0, missing
-0, unused 0`` (:func:`report_summary`), then the names of each kind.
-
-A checkpoint of the wrong model is refused rather than "loaded" with a
-handful of tensors: when less than ``min_loaded_share`` (default
-:data:`MIN_LOADED_SHARE`) of the tensors the model expects from its host
-(all but the new ones) load, :func:`load_with_report` raises and names
-what the checkpoint appears to be (:func:`describe_checkpoint`).
-``init_cfg=dict(type='Pretrained', checkpoint=..., min_loaded_share=0)``
-opts out.
-"""
+"""Load a state dict with a loaded/new/missing/unused/mismatched report,
+and refuse the checkpoint of another model (:func:`load_with_report`)."""
 from collections import OrderedDict
 
 from mmengine.logging import MMLogger
@@ -34,8 +10,7 @@ MIN_LOADED_SHARE = 0.5
 #: the kinds of a report, in the order they are logged
 REPORT_KINDS = ('new', 'missing', 'unused', 'mismatched')
 
-#: (keys that must all be present, description), first match wins; keys are
-#: looked up after a ``backbone.`` prefix is removed
+#: (keys that must all be present, description), first match wins
 _LAYOUTS = (
     (('stages.0.blocks.0.attn.w_msa.qkv.weight', ),
      'a Swin (mmdet/mmseg/mmpretrain names)'),
@@ -104,22 +79,17 @@ def _min_share(module, min_share):
 
 def compare_state_dict(own, state_dict, new_prefixes=()):
     """What of ``state_dict`` loads into a model whose state dict is
-    ``own``; each key of ``own`` lands in exactly one of ``loaded``,
-    ``mismatched``, ``new`` and ``missing``.
-
-    A tensor of a new parameter that the checkpoint has in another shape is
-    mismatched (the checkpoint does provide it, wrongly), not new.
+    ``own``; each key of ``own`` is exactly one of loaded, mismatched, new
+    or missing (a new key of another shape is mismatched).
 
     Args:
         own (dict): the model's ``{name: tensor}``.
         state_dict (dict): the checkpoint's, in the model's names.
-        new_prefixes (Sequence[str]): name prefixes of the parameters a
-            method adds (not expected in a host checkpoint).
+        new_prefixes (Sequence[str]): prefixes of the parameters a method adds.
 
     Returns:
-        tuple[dict, OrderedDict]: the report (lists ``loaded``, ``new``,
-        ``missing``, ``unused`` of keys and ``mismatched`` of ``'key:
-        checkpoint (shape), model (shape)'``) and the loadable tensors.
+        tuple[dict, OrderedDict]: the report (key lists ``loaded``, ``new``,
+        ``missing``, ``unused``, ``mismatched``) and the loadable tensors.
     """
     loadable = OrderedDict()
     report = dict(loaded=[], new=[], missing=[], unused=[], mismatched=[])
@@ -145,16 +115,14 @@ def compare_state_dict(own, state_dict, new_prefixes=()):
 
 
 def loaded_share(report):
-    """The share of the expected tensors a report of
-    :func:`compare_state_dict` loaded.
+    """The loaded share of the expected (loaded, mismatched, missing).
 
     Args:
         report (dict): as :func:`compare_state_dict` returns it.
 
     Returns:
         tuple[float, int]: the share (1.0 when nothing is expected) and the
-        number of expected tensors: the model's tensors but the new ones
-        (loaded, mismatched and missing, each counted once).
+        number of expected tensors.
     """
     expected = len(report['loaded']) + len(report['missing']) + len(
         report['mismatched'])
@@ -162,16 +130,14 @@ def loaded_share(report):
 
 
 def report_summary(report):
-    """The counts of a report of :func:`compare_state_dict`, over the
-    model's tensors.
+    """The counts of a report over the model's tensors.
 
     Args:
         report (dict): as :func:`compare_state_dict` returns it.
 
     Returns:
-        str: e.g. ``'loaded 152/152; new 0, missing 0, unused 0'``, with
-        ``', mismatched N'`` added when N is not 0; the model's tensors are
-        the loaded, new, missing and mismatched ones.
+        str: e.g. ``'loaded 152/152; new 0, missing 0, unused 0'`` (plus
+        ``', mismatched N'`` when N > 0).
     """
     total = sum(len(report[k]) for k in ('loaded', 'new', 'missing',
                                          'mismatched'))
@@ -195,29 +161,23 @@ def log_report_keys(report, logger):
 
 def load_with_report(module, state_dict, new_prefixes=(), logger=None,
                      min_share=None):
-    """Load ``state_dict`` non-strictly and report what happened; refuse a
-    checkpoint that provides too little of the model.
+    """Load ``state_dict`` non-strictly with a report; refuse a checkpoint
+    that provides too little of the model.
 
     Args:
         module (nn.Module): the model.
         state_dict (dict): weights in the model's names.
-        new_prefixes (Sequence[str]): name prefixes of parameters the
-            method adds (not expected in a checkpoint of the host).
-        logger (MMLogger, optional): where the report goes: the counts
-            (:func:`report_summary`), then the keys of each kind.
-        min_share (float, optional): the least share of the expected
-            tensors (all but the new ones) that must load, in ``[0, 1]``;
-            None: ``module.init_cfg['min_loaded_share']`` if given, else
-            :data:`MIN_LOADED_SHARE`.
+        new_prefixes (Sequence[str]): prefixes of the parameters a method adds.
+        logger (MMLogger, optional): where the report goes.
+        min_share (float, optional): least loaded share, in ``[0, 1]``;
+            None: ``init_cfg['min_loaded_share']`` or the default.
 
     Returns:
-        dict: lists of keys under ``loaded``, ``new``, ``missing``,
-        ``unused`` and ``mismatched``.
+        dict: the report of :func:`compare_state_dict`.
 
     Raises:
-        ValueError: when fewer than ``min_share`` of the expected tensors
-            load (nothing is loaded then), naming what the checkpoint
-            appears to be; or for a ``min_share`` outside ``[0, 1]``.
+        ValueError: fewer than ``min_share`` load (nothing is loaded; the
+            message says what the checkpoint looks like), or a bad one.
     """
     min_share = _min_share(module, min_share)
     if not isinstance(min_share, (int, float)) or not 0 <= min_share <= 1:

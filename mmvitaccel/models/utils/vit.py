@@ -1,13 +1,5 @@
-"""Helpers shared by the models built on mmpretrain's ``VisionTransformer``.
-
-``VisionTransformer.forward`` is three stages: the input stage
-(:func:`embed_tokens`), the layer loop with the final norm on the last layer
-and one formatted output per ``out_indices`` (:func:`run_layers`,
-:func:`format_vit_output`). A backbone that changes what happens at a layer
-(a mask in its softmax, tokens merged before it, ...) passes a ``step`` to
-:func:`run_layers` instead of copying the loop, so that the final norm and
-the outputs follow upstream's conventions in one place.
-"""
+"""Helpers of the models built on mmpretrain's ``VisionTransformer``: its
+input stage, layer loop (a ``step`` per layer) and output formatting."""
 import inspect
 
 import numpy as np
@@ -25,15 +17,9 @@ __all__ = [
 
 
 class FrozenStagesMixin:
-    """``frozen_stages`` for a ViT whose layers or new modules are made after
-    upstream's ``__init__`` froze its stages: a method's backbone calls
-    :meth:`refreeze` once it has built them, and ``train()`` keeps the
-    frozen part in eval mode (upstream freezes once, in ``__init__``, so a
-    later ``.train()`` would let its dropout and norms move).
-
-    :meth:`frozen_new_modules` names a method's own modules that sit in the
-    frozen part (none by default).
-    """
+    """``frozen_stages`` for a ViT whose layers are made after upstream's
+    ``__init__`` froze them: call :meth:`refreeze` once they are built;
+    ``train()`` keeps the frozen part in eval mode."""
 
     def frozen_new_modules(self):
         """Returns: list[nn.Module]: new modules inside the frozen part."""
@@ -51,8 +37,7 @@ class FrozenStagesMixin:
                 param.requires_grad = False
 
     def train(self, mode=True):
-        """Args: mode (bool). Returns: the module, its frozen part in eval
-        mode."""
+        """Set the mode; the frozen part stays in eval mode."""
         super().train(mode)
         if mode:
             self.refreeze()
@@ -60,14 +45,12 @@ class FrozenStagesMixin:
 
 
 def embed_tokens(vit, images):
-    """``VisionTransformer``'s input stage: patch embedding, class token (if
-    the model has one), position embedding resized to the patch grid,
-    dropout, pre-norm, as upstream's ``forward`` runs it.
+    """``VisionTransformer``'s input stage: patch embedding, class token,
+    position embedding resized to the grid, dropout, pre-norm.
 
     Args:
         vit (VisionTransformer): an mmpretrain ViT (or a subclass).
-        images (Tensor): ``(B, 3, H, W)`` (``in_channels`` channels; other
-            counts are refused with a clear error).
+        images (Tensor): ``(B, in_channels, H, W)``.
 
     Returns:
         tuple[Tensor, tuple[int, int]]: tokens ``(B, E + N, C)`` (``E``
@@ -89,25 +72,15 @@ def embed_tokens(vit, images):
 
 
 def vit_layer_cfgs(vit, init_kwargs):
-    """The arguments ``VisionTransformer.__init__`` gives each of its
-    ``TransformerEncoderLayer``: the model's width, heads and FFN channels,
-    layer scale, dropout, qkv bias and norm, a drop path rate growing
-    linearly from 0 to ``drop_path_rate`` over the layers, then the layer's
-    own ``layer_cfgs`` entry on top. A backbone that replaces upstream's
-    layers by subclasses builds them from these, so that they get exactly
-    what upstream's would have.
+    """The arguments upstream's ``__init__`` gives each layer: drop path
+    ``linspace(0, drop_path_rate, L)[i]``, then ``layer_cfgs[i]`` on top.
 
     Args:
-        vit (VisionTransformer): the model, already built by
-            ``VisionTransformer.__init__`` (``num_layers``, ``embed_dims``
-            and ``arch_settings`` are read from it).
-        init_kwargs (dict): the keyword arguments that were given to
-            ``VisionTransformer.__init__`` (``arch`` and the others; missing
-            ones take upstream's defaults).
+        vit (VisionTransformer): the model, built by upstream's ``__init__``.
+        init_kwargs (dict): the keyword arguments given to that ``__init__``.
 
     Returns:
-        list[dict]: ``num_layers`` keyword dicts for
-        ``TransformerEncoderLayer`` (or a subclass).
+        list[dict]: one ``TransformerEncoderLayer`` keyword dict per layer.
     """
     args = inspect.signature(VisionTransformer.__init__).bind(
         vit, **init_kwargs)
@@ -143,30 +116,23 @@ def upstream_layer_step(i, layer, x):
     Args:
         i (int): the layer index (unused).
         layer (nn.Module): the layer.
-        x (Tensor): its input tokens ``(B, T, C)``.
-
-    Returns:
-        Tensor: its output ``(B, T', C)``.
+        x (Tensor): tokens ``(B, T, C)``.
     """
     return layer(x)
 
 
 def format_vit_output(vit, x, hw):
-    """One backbone output from tokens, by the model's ``out_type``, with
-    the model's own ``_format_output`` (upstream's: ``'raw'`` the tokens
-    ``(B, T, C)``, ``'cls_token'`` ``x[:, 0]`` ``(B, C)``, ``'featmap'`` the
-    patch tokens as ``(B, C, H, W)``, ``'avg_featmap'`` ``ln2`` of their
-    mean ``(B, C)``; a subclass may override it, e.g. for tokens that are no
-    longer the patch grid).
+    """One backbone output from tokens by ``out_type``, through the model's
+    ``_format_output`` (a subclass may override it).
 
     Args:
         vit (VisionTransformer): the model.
-        x (Tensor): ``(B, T, C)`` tokens, after the final norm when they
-            are the last layer's.
-        hw (tuple[int, int]): the grid the patch tokens lie on.
+        x (Tensor): ``(B, T, C)`` tokens (after the final norm if last).
+        hw (tuple[int, int]): the grid of the patch tokens.
 
     Returns:
-        Tensor: the output (shape by ``out_type``, see above).
+        Tensor: ``(B, T, C)`` raw, ``(B, C)`` cls_token or avg_featmap,
+        ``(B, C, H, W)`` featmap.
     """
     return vit._format_output(x, hw)
 
@@ -178,33 +144,22 @@ def run_layers(vit,
                format_output=None,
                stop=None,
                outputs=True):
-    """``VisionTransformer.forward`` after the input stage: each layer in
-    turn, the final norm ``ln1`` on the last layer's output when
-    ``final_norm``, and after each layer in ``out_indices`` its formatted
-    output. With the default ``step`` this is upstream's loop exactly (the
-    same operations in the same order, so bit-identical outputs).
+    """``VisionTransformer.forward`` after the input stage (layers, final
+    norm, outputs), bit-identical to upstream's with the default ``step``.
 
     Args:
-        vit (VisionTransformer): the model (``layers``, ``final_norm``,
-            ``ln1``, ``out_indices`` are read from it).
+        vit (VisionTransformer): the model.
         x (Tensor): embedded tokens ``(B, T, C)`` (:func:`embed_tokens`).
         hw (tuple[int, int]): the grid given to the output formatting.
-        step (callable): ``step(i, layer, x) -> x`` runs layer ``i`` on
-            ``x`` ``(B, T, C)`` and returns ``(B, T', C)``; a method puts
-            what it does around a layer here (tokens merged or pruned before
-            it, attention kept, ...). Default: ``layer(x)``.
-        format_output (callable, optional): ``format_output(x) -> output``
-            for the layers in ``out_indices``; default
+        step (callable): ``step(i, layer, x) -> x``: runs layer ``i``.
+        format_output (callable, optional): ``tokens -> output``; default
             :func:`format_vit_output` with ``hw``.
-        stop (int, optional): run layers ``0 .. stop - 1`` only (the final
-            norm only comes with the last layer); default all.
-        outputs (bool): format the ``out_indices`` outputs; False when only
-            the tokens are wanted (a teacher).
+        stop (int, optional): run layers ``0 .. stop - 1`` only.
+        outputs (bool): format the outputs (False: tokens only, a teacher).
 
     Returns:
-        tuple[tuple, Tensor]: one output per ``out_indices`` layer that ran,
-        and the tokens after the last layer run ``(B, T', C)`` (after the
-        final norm when that is the model's last layer).
+        tuple[tuple, Tensor]: the outputs, and the tokens ``(B, T', C)``
+        after the last layer run.
     """
     if format_output is None:
         def format_output(tokens):
