@@ -106,7 +106,7 @@ def test_a_missing_checkpoint_file_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize('config,method,match', [
     (MMPRETRAIN_DEIT, 'stvit-r', r'stvit-r does not fit the mmpretrain '
      r'VisionTransformer.*the methods that fit this backbone: tis, cls, '
-     r'sait, asvit, integrated, hvit'),
+     r'sait, asvit, integrated, tome, hvit'),
     (MMACTION_SWIN, 'dgssa', r'the methods that fit this backbone: stvit$'),
     (MMSEG_VIT, 'tis', r"no method here fits the backbone 'VisionTransformer'"
      r" of scope 'mmseg'.*mmpretrain's ViT .*type "

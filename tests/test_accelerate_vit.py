@@ -18,7 +18,8 @@ import mmvitaccel  # noqa: F401
 from mmvitaccel.switch.accelerate import (accelerate_config,
                                           accelerated_config_text,
                                           load_upstream_config)
-from mmvitaccel.switch.vit_placement import glad_tokens, scaled_layers
+from mmvitaccel.switch.vit_placement import (glad_tokens, scaled_layers,
+                                            tome_r)
 from mmvitaccel.engine.checkpoint_check_hook import CheckpointCheckHook
 
 from .utils import REPO
@@ -98,6 +99,22 @@ def test_the_papers_placements_scale_with_the_host():
     assert new.model.backbone.glad_layers == (3, 5, 7)
 
 
+def test_tome_merges_the_papers_share_on_any_host():
+    assert tome_r(196, 12) == 13  # the paper's DeiT-S
+    assert tome_r(64, 12) == 4 and tome_r(196, 24) == 6 and tome_r(4, 12) == 1
+    new = accelerate_config(DEIT, 'tome')
+    assert new.model.backbone.type == 'mmvitaccel.ToMeVisionTransformer'
+    assert new.model.backbone.r == 13 and new.model.backbone.prop_attn
+    assert new.model.type == 'ImageClassifier'  # training-free: as it was
+    new = accelerate_config(DEIT, 'tome', r=(8, 0.5))
+    assert new.model.backbone.r == (8, 0.5)
+    new = accelerate_config(DEIT, 'tome', flops_ratio=0.6)
+    assert new.model.backbone.r is None
+    assert new.model.backbone.flops_ratio == 0.6
+    with pytest.raises(ValueError, match='flops_ratio must be in'):
+        accelerate_config(DEIT, 'tome', flops_ratio=1.5)
+
+
 def test_what_each_vit_method_adds_beside_the_backbone():
     new = accelerate_config(DEIT, 'sait', checkpoint='deit.pth')
     assert new.model.type == 'mmvitaccel.TokenPrunedClassifier'
@@ -172,6 +189,7 @@ def _backbones(config, method, **options):
 @pytest.mark.parametrize('config,method,options', [
     (DEIT, 'tis', dict(prune=False)),
     (DEIT, 'cls', dict(density=1.0)),
+    (DEIT, 'tome', dict(r=0)),
     (PVTV2, 'hvit', dict(hmhsa=False, cffn=False)),
 ])
 def test_a_method_off_is_the_upstream_backbone_bit_for_bit(
@@ -214,15 +232,16 @@ def test_hvit_off_on_an_mmdet_swin_is_the_upstream_swin():
             assert torch.equal(g, e)
 
 
+@pytest.mark.parametrize('method', ['tis', 'tome'])
 def test_tools_test_runs_a_training_free_conversion_on_upstream_weights(
-        tmp_path, tiny_deit, tiny_data_dir):
-    """``tools/accelerate.py CONFIG --method tis`` and then ``tools/test.py
+        tmp_path, tiny_deit, tiny_data_dir, method):
+    """``tools/accelerate.py CONFIG --method tis`` (``tome``), then ``tools/test.py
     NEW_CONFIG UPSTREAM_CKPT``: the runner loads the upstream classifier's
     checkpoint and its report shows every tensor loaded, nothing new,
     missing or unused."""
     config, checkpoint, state = tiny_deit
-    out = str(tmp_path / 'tis.py')
-    _tool('accelerate').main([config, '--method', 'tis', '--out', out])
+    out = str(tmp_path / f'{method}.py')
+    _tool('accelerate').main([config, '--method', method, '--out', out])
     runner = _tool('test').main([
         out, checkpoint, '--tiny', '--work-dir', str(tmp_path / 'work'),
         '--cfg-options', f'tiny.data_root={tiny_data_dir}'])

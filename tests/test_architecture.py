@@ -44,7 +44,7 @@ MAY_IMPORT = {
 #: Inside ``models``: each method's subpackage may import the shared ones
 #: (``utils``, ``distill``), never another method's; ``distill`` only
 #: ``utils``, and ``utils`` none of them.
-METHODS = ('stvit', 'token_pruning', 'dgssa', 'hvit')
+METHODS = ('stvit', 'token_pruning', 'dgssa', 'hvit', 'tome')
 MODELS_MAY_IMPORT = {
     **{method: {'utils', 'distill'} for method in METHODS},
     'distill': {'utils'},

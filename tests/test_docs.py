@@ -25,7 +25,7 @@ README = osp.join(REPO, 'README.md')
 DOCS_INDEX = osp.join(REPO, 'docs', 'README.md')
 DOC_FILES = [README] + sorted(glob.glob(osp.join(REPO, 'docs', '*.md')))
 METHOD_PAGES = ('stvit.md', 'token_pruning.md', 'dgssa_glad.md',
-                'hmhsa_cffn.md')
+                'hmhsa_cffn.md', 'tome.md')
 GENERAL_PAGES = ('get_started.md', 'benchmarks.md', 'guarantees.md',
                  'architecture.md', 'stvit_design.md',
                  'token_pruning_design.md', 'deployment.md', 'study.md',

@@ -66,6 +66,7 @@ EXPECTED_METRIC = {
     'configs/asvit_deit_s_in1k.py': 'accuracy/top1',
     'configs/asvit_deit_t_in1k.py': 'accuracy/top1',
     'configs/pruned_deit_s_upernet_ade20k.py': 'mIoU',
+    'configs/tome_deit_s_in1k.py': 'accuracy/top1',
 }
 
 #: recipes with ``custom_hooks``: SaiT's DenseSparseAlternateHook, DeiT-B's

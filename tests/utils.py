@@ -396,6 +396,8 @@ TINY_MODELS.update({
     'configs/asvit_deit_t_in1k.py': {**TINY_PRUNED_DEIT, 'model.backbone.prune_before': (1, 2, 3),
                                      'model.teacher': TINY_DEIT_TEACHER},
 })
+TINY_MODELS['configs/tome_deit_s_in1k.py'] = {**TINY_PRUNED_DEIT,
+                                             'model.backbone.r': 8}
 TINY_MODELS['configs/pruned_deit_s_upernet_ade20k.py'] = {
     'model.backbone.arch': dict(_delete_=True, embed_dims=64, num_layers=4, num_heads=2,
                                 feedforward_channels=128),

@@ -143,7 +143,8 @@ ZERO_FLOP_OPS = (
     'aten::pixel_shuffle', 'aten::pixel_unshuffle', 'aten::_shape_as_tensor',
     'aten::resolve_conj', 'aten::resolve_neg', 'aten::numpy_T', 'aten::mT',
     'aten::movedim', 'aten::tensor_split', 'aten::as_strided',
-    'aten::masked_select', 'aten::tile', 'aten::im2col')
+    'aten::masked_select', 'aten::tile', 'aten::im2col',
+    'aten::linalg_vector_norm', 'aten::scatter_add')
 
 
 class FlopCount(NamedTuple):

@@ -17,6 +17,9 @@ tokens (224 px, 16 px patches). On an ``L``-layer host with ``N`` patches:
   107, 57 on a DeiT-T (192 wide, 3 heads, 12 layers), which the paper lets
   keep more.
 
+ToMe merges in every layer: ``r`` keeps the paper's share of merged
+tokens (13 of 196 a layer in 12 layers) on the host's ``N`` and ``L``.
+
 HViT needs no placement: hMHSA goes into every layer (stage) whose head
 count halves, cFFN everywhere.
 
@@ -29,7 +32,7 @@ paper teacher is DINO ViT-S (a config option, ``model.teacher``).
 from mmvitaccel.switch.hosts import vit_host_args, pvtv2_host_args
 from mmvitaccel.switch.swin_hosts import mmpretrain_swin_args
 
-__all__ = ['PLACERS', 'scaled_layers', 'glad_tokens']
+__all__ = ['PLACERS', 'scaled_layers', 'glad_tokens', 'tome_r']
 
 #: the papers' host: 12 layers, 196 patch tokens
 _PAPER_LAYERS, _PAPER_PATCHES = 12, 196
@@ -224,7 +227,38 @@ def _hvit(host, options, upstream):
     return dict(mmpretrain_swin_args(host), **setting), {}
 
 
+#: ToMe's DeiT-S setting (12 layers, 196 patches): 13 tokens a layer
+_TOME_R = 13
+
+
+def tome_r(num_patches, num_layers):
+    """ToMe's ``r`` on a host: the paper's 13 of 196 patches a layer in 12
+    layers, keeping the share merged over the depth.
+
+    Args:
+        num_patches (int): the host's patch tokens ``N``.
+        num_layers (int): its layers ``L``.
+
+    Returns:
+        int: ``max(1, round(13 (N / 196) (12 / L)))``.
+    """
+    return max(1, round(_TOME_R * num_patches / _PAPER_PATCHES *
+                        _PAPER_LAYERS / num_layers))
+
+
+def _tome(host, options, upstream):
+    """ToMe training-free: ``r`` by :func:`tome_r` unless ``r`` or
+    ``flops_ratio`` is given; proportional attention on."""
+    args = dict(vit_host_args(host), prop_attn=True)
+    if 'flops_ratio' in options:
+        args['r'] = None
+    else:
+        args['r'] = tome_r(host.num_patches, _num_layers(host))
+    return args, {}
+
+
 #: method -> placement function ``(host, options, upstream) -> (backbone
 #: arguments, other changes)``
 PLACERS = {'tis': _scorer('tis'), 'cls': _scorer('cls'), 'sait': _sait,
-           'asvit': _asvit, 'integrated': _integrated, 'hvit': _hvit}
+           'asvit': _asvit, 'integrated': _integrated, 'hvit': _hvit,
+           'tome': _tome}
