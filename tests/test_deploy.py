@@ -47,6 +47,7 @@ FAMILIES = {
     'pruned_deit_value': ('configs/sait_deit_s_v05_in1k.py', None),
     'pruned_deit_mass': ('configs/sait_deit_s_m07_in1k.py', None),
     'pruned_deit_threshold': ('configs/asvit_deit_s_in1k.py', None),
+    'tome_deit': ('configs/tome_deit_s_in1k.py', None),
 }
 #: accumulation length of the tiny models' longest chain of dependent sums
 #: (a dozen layers of widths up to 256, their FFNs and attentions): under

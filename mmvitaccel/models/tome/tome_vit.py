@@ -6,6 +6,7 @@ from mmpretrain.models.backbones import VisionTransformer
 
 from mmvitaccel.models.utils.archs import DEIT_ARCHS
 from mmvitaccel.models.utils.vit import embed_tokens, run_layers
+from mmvitaccel.ops import is_capturing
 from mmvitaccel.ops.tome import (bipartite_matching, merge_index,
                                  merge_weighted, proportional_bias,
                                  tome_r_for_flops, tome_schedule,
@@ -42,9 +43,15 @@ def tome_layer_forward(layer, x, r, size=None, prop_attn=True,
     q, k, v = qkv[0], qkv[1], qkv[2]
     bias = proportional_bias(size) if prop_attn and size is not None \
         else None
-    context = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=None if bias is None else bias.to(q.dtype),
-        dropout_p=mha.attn_drop if training else 0.)
+    if bias is not None and is_capturing():
+        # export: the product form (SDPA with a float mask records an
+        # output layout its decomposition does not keep)
+        logits = (q @ k.transpose(-2, -1)) * mha.head_dims**-0.5
+        context = (logits + bias.to(q.dtype)).softmax(-1) @ v
+    else:
+        context = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=None if bias is None else bias.to(q.dtype),
+            dropout_p=mha.attn_drop if training else 0.)
     out = mha.proj(context.transpose(1, 2).reshape(B, T, C))
     x = x + mha.out_drop(mha.gamma1(mha.proj_drop(out)))
     merge = bipartite_matching(k.mean(1), r, class_token) if r > 0 else None
