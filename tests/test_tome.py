@@ -15,11 +15,12 @@ from mmvitaccel.models.tome import ToMeVisionTransformer, tome_layer_forward
 from mmvitaccel.ops import layer_norm_flops, linear_flops
 from mmvitaccel.ops.tome import (bipartite_matching, merge_index,
                                  merge_slots, merge_tokens, merge_weighted,
-                                 source_matrix, tome_r_for_flops,
+                                 proportional_bias, source_matrix, tome_r_for_flops,
                                  tome_schedule, tome_token_counts,
                                  tome_vit_flops, unmerge_tokens)
 
-from .tolerance import assert_equal, assert_rounding_close, attention_tol
+from .tolerance import (assert_equal, assert_rounding_close,
+                        summed_magnitude)
 from .utils import assert_clear_gradients
 
 PROPS = settings(max_examples=30, deadline=None, database=None,
@@ -198,13 +199,48 @@ def test_r0_is_the_host_bit_for_bit(out_type):
 
 
 def test_proportional_attention_with_unit_sizes_is_the_host_layer():
+    """``+ log 1`` on the logits is the host's attention: equal but for the
+    rounding of another attention kernel (torch 2.1 picks one for a float
+    mask), carried through proj and the MLP."""
     host, _ = _pair()
     layer = host.layers[0]
     x = torch.randn(2, 65, 32, generator=_gen(3))
-    expected = layer(x)
+    with summed_magnitude(layer) as found:
+        expected = layer(x)
     out, size, merge = tome_layer_forward(layer, x, 0, torch.ones(2, 65, 1))
     assert merge is None
-    assert_equal(out, expected)
+    mha = layer.attn
+    q, k, v = mha.qkv(layer.ln1(x)).reshape(2, 65, 3, 2, 16).permute(
+        2, 0, 3, 1, 4)
+    s_l = float(((q.abs() * 16**-0.5) @ k.abs().transpose(-2, -1)).max())
+    # the attention's accumulation (attention_tol: 2 d + 2 T + 6), then
+    # proj (C), the MLP's two products (C, F); the largest magnitude summed
+    assert_rounding_close(
+        out, expected, terms=2 * 16 + 2 * 65 + 6 + 32 + 32 + 64,
+        scale=max(max(found), float(v.abs().max()) * (1 + s_l)))
+
+
+@PROPS
+@given(seed=seeds, T=st.integers(1, 9), sizes=st.lists(st.integers(1, 4),
+                                                       min_size=9,
+                                                       max_size=9))
+def test_proportional_attention_is_attention_over_the_held_patches(
+        seed, T, sizes):
+    """A key of size ``s`` with ``+ log s`` weighs as ``s`` copies of it:
+    the attention over the patches the tokens hold."""
+    g = _gen(seed)
+    q, k, v = (torch.randn(1, 2, T, 4, generator=g, dtype=torch.float64)
+               for _ in range(3))
+    size = torch.tensor(sizes[:T], dtype=torch.float64).view(1, T, 1)
+    merged = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=proportional_bias(size))
+    repeat = torch.tensor(sizes[:T])
+    copies = torch.nn.functional.scaled_dot_product_attention(
+        q, k.repeat_interleave(repeat, dim=2),
+        v.repeat_interleave(repeat, dim=2))
+    assert_rounding_close(merged, copies, terms=2 * 4 + 2 * 4 * T + 6,
+                          scale=float(v.abs().max()) * (
+                              1 + float(q.abs().max() * k.abs().max() * 4)))
 
 
 @pytest.mark.parametrize('out_type', ['featmap', 'avg_featmap', 'raw'])
