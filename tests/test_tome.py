@@ -12,7 +12,7 @@ from mmpretrain.models.backbones import VisionTransformer
 
 from mmvitaccel.analysis.flops import count_flops
 from mmvitaccel.models.tome import ToMeVisionTransformer, tome_layer_forward
-from mmvitaccel.ops import layer_norm_flops, linear_flops
+from mmvitaccel.ops import layer_norm_flops, linear_flops, vit_layer_flops
 from mmvitaccel.ops.tome import (bipartite_matching, merge_index,
                                  merge_slots, merge_tokens, merge_weighted,
                                  proportional_bias, source_matrix, tome_r_for_flops,
@@ -343,3 +343,26 @@ def test_reference_tool_refuses_without_the_authors_code():
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and 'needs timm' in lines[0], done.stderr
+
+
+def test_training_free_study_sets_tome_at_the_pruned_flops():
+    """The training-free table's ToMe rows cost no more than the value
+    selector's at each density, and merge more where it keeps less."""
+    import os.path as osp
+
+    from mmvitaccel.apis.harness import load_config
+    from projects.digits_study import study
+    from projects.digits_study.study import training_free
+
+    from .utils import REPO
+    cfg = load_config(osp.join(REPO, study.HOST_CONFIG))
+    settings = training_free.tome_settings(cfg, densities=(0.7, 0.5, 0.3))
+    rs = [options['r'] for _, _, options in settings]
+    assert [m for m, _, _ in settings] == ['tome'] * 3
+    assert rs == sorted(rs) and rs[0] < rs[-1], rs
+    # 64 patches + class token, 12 layers of 64 channels: the layers' FLOPs
+    # of the value selector before layer 3 at density 0.3 (19 kept + 1)
+    pruned = 3 * vit_layer_flops(65, 64, 256) + 9 * vit_layer_flops(20, 64,
+                                                                    256)
+    assert tome_vit_flops(65, [rs[-1]] * 12, 64, 256, 4) <= pruned < \
+        tome_vit_flops(65, [rs[-1] - 1] * 12, 64, 256, 4)

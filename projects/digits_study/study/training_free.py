@@ -5,7 +5,8 @@ switch (:func:`~mmvitaccel.switch.accelerate_config`).
 * On the digits DeiT host (the classification study's): :func:`deit_rows`
   converts the host config for each training-free method and setting of
   :data:`SETTINGS` (``tis`` and ``cls``, with SaiT's value and mass
-  selectors), loads the host's weights as they are, and measures the top-1
+  selectors) and ToMe at the value selector's FLOPs
+  (:func:`tome_settings`), loads the host's weights as they are, and measures the top-1
   on the test split, FLOPs per image (the test-split mean where the kept
   tokens depend on the image) and the speed ratio to the host, timed
   interleaved at batch 1 and 32.
@@ -23,7 +24,7 @@ import csv
 from projects.digits_study.study.evaluation import (build_study_model, measure,
                                                     top1)
 
-__all__ = ['SETTINGS', 'FIELDS', 'deit_rows', 'dense_rows', 'write_rows',
+__all__ = ['SETTINGS', 'FIELDS', 'tome_settings', 'deit_rows', 'dense_rows', 'write_rows',
            'read_rows', 'markdown_table']
 
 #: ``(method, setting label, accelerate_config options)`` on the DeiT host:
@@ -38,6 +39,44 @@ SETTINGS = tuple(
         ('mass 0.9', dict(selector='mass', mass_threshold=0.9)),
         ('mass 0.7', dict(selector='mass', mass_threshold=0.7)),
     ))
+
+def tome_settings(cfg, densities=(0.7, 0.5, 0.3)):
+    """ToMe beside the value selector: for each density, the smallest
+    constant ``r`` whose layers cost no more than the pruned host's
+    (pruning before the switch's layer, ``K`` tokens kept after it).
+
+    Args:
+        cfg (mmengine.Config): the host config (an mmpretrain ViT).
+        densities (Sequence[float]): the value selector's densities.
+
+    Returns:
+        tuple[tuple]: ``('tome', label, options)`` a density, as
+        :data:`SETTINGS`.
+    """
+    from mmengine.registry import MODELS, DefaultScope
+
+    from mmvitaccel.ops import value_keep_count, vit_layer_flops
+    from mmvitaccel.ops.tome import tome_r_for_flops
+    from mmvitaccel.switch.vit_placement import scaled_layers
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        vit = MODELS.build(cfg.model.backbone)
+    N = vit.patch_resolution[0] * vit.patch_resolution[1]
+    L, C = vit.num_layers, vit.embed_dims
+    F, h = (vit.arch_settings[k] for k in ('feedforward_channels',
+                                            'num_heads'))
+    E = vit.num_extra_tokens
+    before = scaled_layers((3, ), L)[0]
+    out = []
+    for density in densities:
+        kept = E + value_keep_count(N, density)
+        pruned = sum(vit_layer_flops(N + E if i < before else kept, C, F)
+                     for i in range(L))
+        ratio = pruned / (L * vit_layer_flops(N + E, C, F))
+        r = tome_r_for_flops(ratio, N + E, L, C, F, h, E)
+        out.append(('tome', f'r={r} (FLOPs of density {density})',
+                    dict(r=r)))
+    return tuple(out)
+
 
 #: the CSV's columns: ``value`` and ``change`` in points (percent), two
 #: metrics joined by ``' / '`` (bbox / mask AP); speed ratios to the host
@@ -62,6 +101,8 @@ def deit_rows(cfg, checkpoint, inputs, settings=SETTINGS, rounds=10,
         list[dict]: :data:`FIELDS` rows, the host first.
     """
     from mmvitaccel.switch.accelerate import accelerate_config
+    if settings is SETTINGS:
+        settings = SETTINGS + tome_settings(cfg)
     rows = [dict(method='host', setting='dense',
                  build=lambda: build_study_model(cfg, checkpoint))]
     for method, label, options in settings:
