@@ -13,9 +13,10 @@ from mmpretrain.models.backbones import VisionTransformer
 from mmvitaccel.analysis.flops import count_flops
 from mmvitaccel.models.tome import ToMeVisionTransformer, tome_layer_forward
 from mmvitaccel.ops import layer_norm_flops, linear_flops, vit_layer_flops
-from mmvitaccel.ops.tome import (bipartite_matching, merge_index,
-                                 merge_slots, merge_tokens, merge_weighted,
-                                 proportional_bias, source_matrix, tome_r_for_flops,
+from mmvitaccel.ops.tome import (bipartite_matching, merge_dropped,
+                                 merge_index, merge_slots, merge_tokens,
+                                 merge_weighted, proportional_bias,
+                                 source_matrix, tome_r_for_flops,
                                  tome_schedule, tome_token_counts,
                                  tome_vit_flops, unmerge_tokens)
 
@@ -205,13 +206,15 @@ def test_proportional_attention_with_unit_sizes_is_the_host_layer():
     host, _ = _pair()
     layer = host.layers[0]
     x = torch.randn(2, 65, 32, generator=_gen(3))
-    with summed_magnitude(layer) as found:
+    with torch.no_grad(), summed_magnitude(layer) as found:
         expected = layer(x)
-    out, size, merge = tome_layer_forward(layer, x, 0, torch.ones(2, 65, 1))
+    with torch.no_grad():
+        out, size, merge = tome_layer_forward(layer, x, 0,
+                                              torch.ones(2, 65, 1))
     assert merge is None
-    mha = layer.attn
-    q, k, v = mha.qkv(layer.ln1(x)).reshape(2, 65, 3, 2, 16).permute(
-        2, 0, 3, 1, 4)
+    with torch.no_grad():
+        q, k, v = layer.attn.qkv(layer.ln1(x)).reshape(
+            2, 65, 3, 2, 16).permute(2, 0, 3, 1, 4)
     s_l = float(((q.abs() * 16**-0.5) @ k.abs().transpose(-2, -1)).max())
     # the attention's accumulation (attention_tol: 2 d + 2 T + 6), then
     # proj (C), the MLP's two products (C, F); the largest magnitude summed
@@ -366,3 +369,81 @@ def test_training_free_study_sets_tome_at_the_pruned_flops():
                                                                     256)
     assert tome_vit_flops(65, [rs[-1]] * 12, 64, 256, 4) <= pruned < \
         tome_vit_flops(65, [rs[-1] - 1] * 12, 64, 256, 4)
+
+
+# --- prune and merge --------------------------------------------------------
+
+
+@PROPS
+@given(seed=seeds, K=st.integers(2, 12), C=st.integers(1, 5),
+       with_sizes=st.booleans())
+def test_merge_dropped_is_the_groups_weighted_mean(seed, K, C, with_sizes):
+    """A kept token becomes the size-weighted mean of itself and the
+    dropped tokens most similar to it (per image, by loops); sizes add up;
+    tokens not alive take no part."""
+    g = _gen(seed)
+    x = torch.randn(2, K, C, generator=g, dtype=torch.float64)
+    keep = torch.rand(2, K, generator=g) < 0.5
+    keep[:, 0] = True
+    alive = torch.rand(2, K, generator=g) < 0.8
+    alive |= keep
+    size = (torch.randint(1, 4, (2, K, 1), generator=g).double()
+            if with_sizes else None)
+    out, new_size = merge_dropped(x, keep, alive, size)
+    s = torch.ones(2, K, 1, dtype=torch.float64) if size is None else size
+    for b in range(2):
+        kept = [j for j in range(K) if keep[b, j]]
+        groups = {j: [j] for j in kept}
+        for i in range(K):
+            if alive[b, i] and not keep[b, i]:
+                sims = [float(torch.nn.functional.cosine_similarity(
+                    x[b, i], x[b, j], dim=0)) for j in kept]
+                groups[kept[max(range(len(kept)), key=sims.__getitem__)]] \
+                    .append(i)
+        for j, members in groups.items():
+            w = s[b, members]
+            assert_rounding_close(out[b, j], (w * x[b, members]).sum(0) /
+                                  w.sum(), terms=2 * K)
+            assert float(new_size[b, j]) == float(w.sum())
+        rest = [i for i in range(K) if not keep[b, i]]
+        assert_equal(out[b, rest], x[b, rest])
+    assert float((new_size[..., 0] * keep).sum()) == float(
+        (s[..., 0] * alive).sum())
+
+
+def _pruned(**kwargs):
+    from mmvitaccel.models import TokenPrunedVisionTransformer
+    torch.manual_seed(0)
+    model = TokenPrunedVisionTransformer(**{
+        **dict(arch=ARCH, img_size=64, patch_size=8, prune_before=(1, 2),
+               scorer='tis', selector='value', density=0.5,
+               train_execution='drop', drop_path_rate=0.), **kwargs})
+    model.eval()
+    return model
+
+
+def test_prune_and_merge_keeps_the_pruned_counts_and_learns():
+    plain, merged = _pruned(), _pruned(merge_pruned=True)
+    merged.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 3, 64, 64, generator=_gen(7))
+    with torch.no_grad():
+        a, b = plain(x)[0], merged(x)[0]
+    assert_equal(merged.token_counts, plain.token_counts)
+    assert not torch.equal(a, b)  # the kept tokens hold the dropped ones
+    for model in (plain, merged):  # nothing dropped: the same model
+        model.set_pruning(density=1.0)
+    with torch.no_grad():
+        assert_equal(merged(x)[0], plain(x)[0])
+    merged.set_pruning(density=0.5)
+    merged.train()
+    out = merged(x)[0]
+    (out * torch.randn(out.shape, generator=_gen(8))).sum().backward()
+    assert_clear_gradients((n, p) for n, p in merged.named_parameters()
+                           if not n.startswith('ln2'))
+
+
+def test_prune_and_merge_refuses_the_mask_execution_by_name():
+    with pytest.raises(ValueError, match="merge_pruned merges the tokens"):
+        _pruned(merge_pruned=True, train_execution='mask')
+    with pytest.raises(ValueError, match="batch_mode='pad'"):
+        _pruned(merge_pruned=True).set_pruning(batch_mode='mean')

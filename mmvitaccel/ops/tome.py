@@ -15,7 +15,7 @@ __all__ = [
     'TokenMerge', 'tome_schedule', 'bipartite_matching', 'merge_tokens',
     'merge_weighted', 'merge_slots', 'merge_index', 'unmerge_tokens',
     'source_matrix', 'proportional_bias', 'tome_token_counts',
-    'tome_vit_flops', 'tome_r_for_flops'
+    'tome_vit_flops', 'tome_r_for_flops', 'merge_dropped'
 ]
 
 
@@ -327,3 +327,39 @@ def tome_r_for_flops(flops_ratio, num_tokens, num_layers, embed_dims,
     raise ValueError(f'no r reaches flops_ratio={flops_ratio} on this host '
                      f'({num_tokens} tokens, {num_layers} layers); the '
                      f'lowest is {best:.3f}')
+
+
+def merge_dropped(x, keep, alive=None, size=None):
+    """Prune and merge: each dropped token joins its most similar kept token
+    (cosine of the features), size-weighted, instead of being discarded.
+
+    ``x'_j = (s_j x_j + sum_{i -> j} s_i x_i) / (s_j + sum_{i -> j} s_i)``
+    for a kept ``j``; ``i -> j``: the dropped ``i`` whose most similar kept
+    token is ``j``.
+
+    Args:
+        x (Tensor): ``(B, K, C)`` patch tokens.
+        keep (Tensor): ``(B, K)`` bool, the tokens kept.
+        alive (Tensor, optional): ``(B, K)`` bool, the tokens taking part
+            (False: padding or pruned before); all by default.
+        size (Tensor, optional): ``(B, K, 1)`` patches per token; ones.
+
+    Returns:
+        tuple[Tensor, Tensor]: ``x'`` ``(B, K, C)`` (kept rows merged, the
+        rest as they were) and the sizes ``(B, K, 1)``.
+    """
+    if size is None:
+        size = torch.ones_like(x[..., :1])
+    keep = keep if alive is None else keep & alive
+    dropped = ~keep if alive is None else alive & ~keep
+    unit = x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    sim = (unit @ unit.transpose(1, 2)).masked_fill(~keep[:, None, :],
+                                                    -math.inf)
+    target = sim.argmax(dim=-1, keepdim=True)  # (B, K, 1)
+    kept_w = size * keep[..., None]
+    moved_w = size * dropped[..., None]
+    total = (x * kept_w).scatter_add(1, target.expand_as(x), x * moved_w)
+    weight = kept_w.scatter_add(1, target, moved_w)
+    merged = total / weight.clamp_min(1e-12)
+    return (torch.where(keep[..., None], merged, x),
+            torch.where(keep[..., None], weight, size))

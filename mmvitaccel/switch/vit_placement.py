@@ -102,11 +102,15 @@ def _scorer(scorer):
     def place(host, options, upstream):
         """Training-free pruning: the paper scorer's tokens kept at
         SaiT's location, by value (density 0.5) unless options say
-        otherwise; the classifier stays the upstream one."""
-        return dict(vit_host_args(host),
+        otherwise (``merge_pruned=True``: prune and merge); the classifier
+        stays the upstream one."""
+        args = dict(vit_host_args(host),
                     prune_before=scaled_layers((3, ), _num_layers(host)),
                     scorer=scorer, selector='value', density=0.5,
-                    test_execution='drop'), {}
+                    test_execution='drop')
+        if options.get('merge_pruned'):  # prune and merge: drop in training
+            args['train_execution'] = 'drop'
+        return args, {}
     return place
 
 

@@ -11,6 +11,7 @@ from mmvitaccel.ops import (BATCH_MODES, MASK_MODES, POLICY_GRADS, SCORERS,
                             cls_attention_score, mass_keep_mask, random_score,
                             threshold_keep_mask, tis_score, topk_keep_mask,
                             value_keep_counts)
+from mmvitaccel.ops.tome import merge_dropped
 from mmvitaccel.registry import MODELS
 from mmvitaccel.models.token_pruning.token_pruning_layer import (PrunedTokens,
                                                                  PruningState,
@@ -75,6 +76,11 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
             (:class:`PrunedTokens`).
         fused_scoring (bool): compute only the class row for
             :attr:`CLS_ROW_SCORERS` (the same scores).
+        merge_pruned (bool): prune and merge: a dropped token joins its
+            most similar kept token, size-weighted
+            (:func:`~mmvitaccel.ops.tome.merge_dropped`), instead of being
+            discarded; ``'drop'`` execution in training and test,
+            ``batch_mode='pad'``.
         **kwargs: the other arguments of ``VisionTransformer``.
     """
     OUT_TYPES = {'cls_token', 'avg_featmap', 'featmap', 'raw', 'tokens'}
@@ -96,6 +102,7 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
                  prune=True,
                  out_type='cls_token',
                  fused_scoring=True,
+                 merge_pruned=False,
                  **kwargs):
         if isinstance(arch, str):
             arch = DEIT_ARCHS.get(arch.lower(), arch.lower())
@@ -111,6 +118,16 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
             raise ValueError(
                 "the threshold selector learns through its soft mask; "
                 "train it with train_execution='mask'")
+        if not isinstance(merge_pruned, bool):
+            raise ValueError(f'merge_pruned must be True or False, got '
+                             f'{merge_pruned!r}')
+        if merge_pruned and (train_execution, test_execution,
+                             batch_mode) != ('drop', 'drop', 'pad'):
+            raise ValueError(
+                "merge_pruned merges the tokens it drops: it needs "
+                "train_execution='drop', test_execution='drop' and "
+                f"batch_mode='pad', got {train_execution!r}, "
+                f"{test_execution!r}, {batch_mode!r}")
         if kwargs.get('with_cls_token', True) is False:
             raise ValueError('token pruning scores with the class token; '
                              'with_cls_token=False is not supported')
@@ -136,6 +153,7 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
             raise ValueError(f'fused_scoring must be True or False, got '
                              f'{fused_scoring!r}')
         self.fused_scoring = fused_scoring
+        self.merge_pruned = merge_pruned
         #: score even when not pruning (TIS distillation in dense epochs)
         self.always_score = False
         if selector == 'threshold':
@@ -178,6 +196,10 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
             tau (float, optional): the threshold selector's temperature.
             test_execution (str, optional): ``'mask'`` or ``'drop'``.
         """
+        if getattr(self, 'merge_pruned', False) and (
+                test_execution == 'mask' or batch_mode == 'mean'):
+            raise ValueError("merge_pruned needs test_execution='drop' and "
+                             "batch_mode='pad'")
         if density is not None:
             if not 0. < density <= 1.:
                 raise ValueError(f'density must be in (0, 1], got {density}')
@@ -278,6 +300,12 @@ class TokenPrunedVisionTransformer(FrozenStagesMixin, VisionTransformer,
         keep = self._select(scores, state.alive, stage)
         if mask:
             x = state.mask(x, keep)
+        elif self.merge_pruned:
+            E = self.num_extra_tokens
+            kept = (keep > 0.5 if keep.dtype != torch.bool else keep)
+            tokens, state.size = merge_dropped(x[:, E:], kept, state.alive,
+                                               state.size)
+            x = state.drop(torch.cat((x[:, :E], tokens), dim=1), kept)
         else:
             mean = self.batch_mode == 'mean' and x.shape[0] > 1
             x = state.drop(x, keep, scores if mean else None)

@@ -158,6 +158,8 @@ class PruningState:
         self.policy = None
         self.key_mask = None
         self.full = x[:, E:] if keep_pruned else None
+        #: ``(B, K, 1)`` patches per token (prune and merge), else None
+        self.size = None
         self.count = x.new_full((B, ), float(T))
 
     def attention_mask(self, mask):
@@ -240,6 +242,8 @@ class PruningState:
             self.full = restore_tokens(self.full, x[:, E:], self.index,
                                        self.alive)
         x, sub, self.key_mask = pad_kept_tokens(x, keep, E)
+        if self.size is not None:
+            self.size = self.size.gather(1, sub[..., None])
         self.index = self.index.gather(1, sub)
         self.alive = keep.gather(1, sub)
         self.count = (E + self.alive.sum(dim=-1)).to(x.dtype)

@@ -29,7 +29,8 @@ __all__ = ['SETTINGS', 'FIELDS', 'tome_settings', 'deit_rows', 'dense_rows', 'wr
 
 #: ``(method, setting label, accelerate_config options)`` on the DeiT host:
 #: SaiT's value selector at three densities, its mass selector at two
-#: shares of the score mass
+#: shares of the score mass, and the value selector with its dropped
+#: tokens merged into the kept ones (prune and merge)
 SETTINGS = tuple(
     (method, label, options) for method in ('tis', 'cls')
     for label, options in (
@@ -38,7 +39,10 @@ SETTINGS = tuple(
         ('value, density 0.3', dict(selector='value', density=0.3)),
         ('mass 0.9', dict(selector='mass', mass_threshold=0.9)),
         ('mass 0.7', dict(selector='mass', mass_threshold=0.7)),
-    ))
+    )) + tuple(
+        (method, f'value, density {d}, merged', dict(
+            selector='value', density=d, merge_pruned=True))
+        for method in ('tis', 'cls') for d in (0.7, 0.5, 0.3))
 
 def tome_settings(cfg, densities=(0.7, 0.5, 0.3)):
     """ToMe beside the value selector: for each density, the smallest
