@@ -315,7 +315,9 @@ def test_a_larger_window_scales_the_key_windows():
      r"no method here fits the backbone 'ResNet'"),
     (MMACTION_SWIN, 'dgssa', r'dgssa does not fit the mmaction '
      r'SwinTransformer3D.*it fits: swin hosts'),
-    (MMDET_SWIN, 'tome', r"unknown method 'tome'; choose from"),
+    (MMDET_SWIN, 'evit', r"unknown method 'evit'; choose from"),
+    (MMDET_SWIN, 'tome', r'tome does not fit the mmdet SwinTransformer.*'
+     r'it fits: vit hosts'),
     ('configs/stvit_r_swin_s_coco.py', 'stvit-r',
      r'already mmvitaccel.STViTRSwinTransformer'),
     ('no/such/config.py', 'stvit-r', r"no config file 'no/such/config.py'"),

@@ -462,7 +462,7 @@ def test_the_method_rows_are_the_switchs_conversions(tmp_path):
     swin = dict(bad, name='Swin', method=None, reference=None)
     for change, match in [({}, 'not both'), (dict(config=None, method=None),
                                              'not both'),
-                          (dict(config=None, method='tome'),
+                          (dict(config=None, method='evit'),
                            'method must be one of')]:
         path = tmp_path / 'methods.py'
         rows = [swin, dict(bad, **change)]

@@ -6,7 +6,7 @@ keep the host's shapes, gradients reach every parameter, and the FLOPs
 counter agrees with the closed form, merging included."""
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from mmpretrain.models.backbones import VisionTransformer
 
@@ -20,20 +20,13 @@ from mmvitaccel.ops.tome import (bipartite_matching, merge_dropped,
                                  tome_schedule, tome_token_counts,
                                  tome_vit_flops, unmerge_tokens)
 
+from .test_properties_token_ops import PROPS, _gen, seeds
 from .tolerance import (assert_equal, assert_rounding_close,
                         summed_magnitude)
 from .utils import assert_clear_gradients
 
-PROPS = settings(max_examples=30, deadline=None, database=None,
-                 derandomize=True)
-seeds = st.integers(0, 2**31 - 1)
-
 #: a 4-layer ViT small enough for every test
 ARCH = dict(embed_dims=32, num_layers=4, num_heads=2, feedforward_channels=64)
-
-
-def _gen(seed):
-    return torch.Generator().manual_seed(seed)
 
 
 # --- schedules --------------------------------------------------------------
