@@ -275,6 +275,11 @@ def test_cls_token_output_without_tracking():
         out = tome(torch.randn(2, 3, 64, 64))[0]
     assert out.shape == (2, 32) and tome.source_index is None
     assert tome.token_counts == [65, 57, 49, 41]
+    tome.set_r([8, 0])  # another schedule on the same model
+    with torch.no_grad():
+        tome(torch.randn(2, 3, 64, 64))
+    assert tome.schedule == [8, 0, 0, 0]
+    assert tome.token_counts == [65, 57, 57, 57]
 
 
 def test_gradients_reach_every_parameter():
