@@ -11,6 +11,8 @@ from typing import NamedTuple
 
 import torch
 
+from mmvitaccel.ops.flops import attention_flops, layer_norm_flops, mlp_flops
+
 __all__ = [
     'TokenMerge', 'tome_schedule', 'bipartite_matching', 'merge_tokens',
     'merge_weighted', 'merge_slots', 'merge_index', 'unmerge_tokens',
@@ -281,8 +283,6 @@ def tome_vit_flops(num_tokens, schedule, embed_dims, feedforward_channels,
     Returns:
         int: FLOPs of the layers.
     """
-    from mmvitaccel.ops.flops import (attention_flops, layer_norm_flops,
-                                      mlp_flops)
     C, total = embed_dims, 0
     for t, kept in tome_token_counts(num_tokens, schedule, protected):
         total += layer_norm_flops(t, C) + attention_flops(t, C)
