@@ -349,6 +349,27 @@ def test_the_training_record_keeps_every_steps_gradient_norm(reduced):
     assert study.train_record(osp.join('nowhere', 'final.pth')) == {}
 
 
+def test_the_training_record_is_this_runs_alone(reduced, tmp_path):
+    """mmengine shares a message hub between runners of one experiment name
+    (the config file's name and the second the run started): a run started
+    in the same second as another one, in one process, must not record the
+    other's gradient norms."""
+    import time
+
+    from mmengine.logging import MessageHub
+    cfg, _, _ = reduced
+    name = osp.splitext(osp.basename(cfg.filename))[0]
+    now = time.time()
+    for second in range(-5, 600):  # every name this run could take
+        stamp = time.strftime('%Y%m%d_%H%M%S', time.localtime(now + second))
+        MessageHub.get_instance(f'{name}_{stamp}').update_scalar(
+            'train/grad_norm', 1e6)
+    study.training._train(cfg, str(tmp_path), 0)
+    record = study.train_record(osp.join(str(tmp_path), 'final.pth'))
+    assert record['steps'] == len(record['grad_norms']) == 8
+    assert record['max_grad_norm'] < 1e6
+
+
 def test_flops_of_an_image_dependent_model_are_the_test_split_mean(reduced):
     """The mass selector keeps a different count per image: the FLOPs are
     the mean of each image's own count (by the one counter), not the first

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import os.path as osp
+import uuid
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -151,6 +152,10 @@ def _train(cfg, work_dir, seed, keep_every=None):
     cfg.default_hooks.checkpoint = dict(
         type='CheckpointHook', interval=keep_every or -1, by_epoch=True,
         save_last=False, save_optimizer=False, save_param_scheduler=False)
+    # mmengine shares a message hub between runners of one experiment name
+    # (the config's file name and the second it started): a unique name
+    # keeps another run's gradient norms out of this run's record
+    cfg.experiment_name = f'{osp.basename(work_dir)}_{uuid.uuid4().hex[:8]}'
     runner = Runner.from_cfg(cfg)
     runner.train()
     # every step's gradient norm before clipping (the optimizer wrapper's
