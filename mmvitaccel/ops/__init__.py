@@ -58,8 +58,9 @@ from mmvitaccel.ops.windows import (check_placement, covered_token_windows,
                                     neighbourhood_mask, neighbourhood_windows,
                                     pad_to_multiple,
                                     region_windows_with_tokens,
-                                    REGION_PLACEMENTS, valid_extent,
-                                    window_partition, window_reverse)
+                                    REGION_PLACEMENTS, shift_regions,
+                                    valid_extent, window_partition,
+                                    window_reverse)
 
 __all__ = [
     'additive_mask', 'attention_logits', 'attention_probs', 'mask_logits',
@@ -91,7 +92,8 @@ __all__ = [
     'threshold_keep_mask',
     'tis_score', 'topk_keep_mask', 'value_keep_count', 'value_keep_counts',
     'vit_layer_flops', 'mask_or_none', 'neighbourhood_mask',
-    'neighbourhood_windows', 'pad_to_multiple', 'window_partition',
+    'neighbourhood_windows', 'pad_to_multiple', 'shift_regions',
+    'window_partition',
     'window_reverse', 'check_placement', 'covered_token_windows',
     'region_windows_with_tokens',
     'covered_tokens_mask', 'REGION_PLACEMENTS', 'valid_extent',

@@ -80,7 +80,8 @@ def tome_schedule(r, num_layers):
 
 
 @torch.no_grad()
-def bipartite_matching(metric, r, class_token=True, distill_token=False):
+def bipartite_matching(metric, r, class_token=True, distill_token=False,
+                       groups=None):
     """Bipartite soft matching: each A token's most similar B token
     (cosine), the ``r`` most similar edges merged.
 
@@ -92,6 +93,10 @@ def bipartite_matching(metric, r, class_token=True, distill_token=False):
         r (int): tokens to remove; at most ``(T - E) // 2`` are.
         class_token (bool): position 0 is a class token (set A).
         distill_token (bool): position 1 is a distillation token (set B).
+        groups (Tensor, optional): ``(B, T)`` labels: a token merges only
+            into one of its own label; the caller keeps ``r`` at most the
+            A tokens that have such a partner
+            (:func:`~mmvitaccel.ops.tome_window.window_merge_cap`).
 
     Returns:
         TokenMerge | None: None when nothing is merged.
@@ -100,9 +105,13 @@ def bipartite_matching(metric, r, class_token=True, distill_token=False):
     r = min(r, (metric.shape[1] - protected) // 2)
     if r <= 0:
         return None
-    metric = metric / metric.norm(dim=-1, keepdim=True)
+    # a zero token (padding) has cosine 0 with every token, not NaN
+    metric = metric / metric.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     a, b = metric[..., ::2, :], metric[..., 1::2, :]
     scores = a @ b.transpose(-1, -2)
+    if groups is not None:
+        scores = scores.masked_fill(
+            groups[..., ::2, None] != groups[..., None, 1::2], -math.inf)
     if class_token:
         scores[..., 0, :] = -math.inf
     if distill_token:

@@ -69,6 +69,31 @@ def window_reverse(windows, window, height, width):
     return x.permute(0, 1, 3, 2, 4, 5).reshape(-1, height, width, C)
 
 
+def shift_regions(height, width, window, shift, device=None):
+    """Region labels of Swin's shift mask on a shifted, padded map.
+
+    Args:
+        height (int): ``Hp``.
+        width (int): ``Wp``.
+        window (int): window side.
+        shift (int): cyclic shift.
+        device (torch.device, optional): where the labels go.
+
+    Returns:
+        Tensor: ``(height, width)`` long labels (all 0 without shift).
+    """
+    labels = torch.zeros(height, width, dtype=torch.long, device=device)
+    if shift == 0:
+        return labels
+    slices = (slice(0, -window), slice(-window, -shift), slice(-shift, None))
+    cnt = 0
+    for h in slices:
+        for w in slices:
+            labels[h, w] = cnt
+            cnt += 1
+    return labels
+
+
 def mask_or_none(valid, all_valid=None):
     """``valid``, or None when all True (not under graph capture).
 

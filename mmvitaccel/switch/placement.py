@@ -100,7 +100,8 @@ METHODS = {
         dict(vit='DGSSAVisionTransformer'),
         'no: the GLAD aggregations are new; the static logits come from '
         'tools/dgssa_init.py', distils=True),
-    'tome': Method(dict(vit='ToMeVisionTransformer'), _NO_TRAINING),
+    'tome': Method(dict(vit='ToMeVisionTransformer',
+                        swin='ToMeSwinTransformer'), _NO_TRAINING),
     'hvit': Method(
         dict(swin='HViTSwinTransformer', vit='HViTDeiT',
              pvtv2='HViTPyramidVisionTransformerV2'),

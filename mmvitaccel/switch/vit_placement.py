@@ -18,7 +18,9 @@ tokens (224 px, 16 px patches). On an ``L``-layer host with ``N`` patches:
   keep more.
 
 ToMe merges in every layer: ``r`` keeps the paper's share of merged
-tokens (13 of 196 a layer in 12 layers) on the host's ``N`` and ``L``.
+tokens (13 of 196 a layer in 12 layers) on the host's ``N`` and ``L``. On a
+Swin host every window merges ``r = round(16 w^2 / 49)`` tokens in every
+block (16 of a 7x7 window; there is no paper setting for Swin).
 
 HViT needs no placement: hMHSA goes into every layer (stage) whose head
 count halves, cFFN everywhere.
@@ -30,9 +32,10 @@ distillation from the pretrained DeiT, and SaiT's TIS distillation, whose
 paper teacher is DINO ViT-S (a config option, ``model.teacher``).
 """
 from mmvitaccel.switch.hosts import vit_host_args, pvtv2_host_args
-from mmvitaccel.switch.swin_hosts import mmpretrain_swin_args
+from mmvitaccel.switch.swin_hosts import mmpretrain_swin_args, swin_host_args
 
-__all__ = ['PLACERS', 'scaled_layers', 'glad_tokens', 'tome_r']
+__all__ = ['PLACERS', 'scaled_layers', 'glad_tokens', 'tome_r',
+           'tome_swin_r']
 
 #: the papers' host: 12 layers, 196 patch tokens
 _PAPER_LAYERS, _PAPER_PATCHES = 12, 196
@@ -250,9 +253,22 @@ def tome_r(num_patches, num_layers):
                         _PAPER_LAYERS / num_layers))
 
 
+#: ToMe's tokens merged in each 7x7 window of a Swin host
+_TOME_SWIN_R, _SWIN_WINDOW = 16, 7
+
+
+def tome_swin_r(window_size):
+    """ToMe's ``r`` in a ``w x w`` window: ``round(16 w^2 / 49)``."""
+    return round(_TOME_SWIN_R * window_size**2 / _SWIN_WINDOW**2)
+
+
 def _tome(host, options, upstream):
-    """ToMe training-free: ``r`` by :func:`tome_r` unless ``r`` or
-    ``flops_ratio`` is given; proportional attention on."""
+    """ToMe training-free: ``r`` by :func:`tome_r` (:func:`tome_swin_r` on
+    a Swin) unless ``r`` or ``flops_ratio`` is given; proportional
+    attention on."""
+    if host.kind == 'swin':
+        return dict(swin_host_args(host), prop_attn=True,
+                    r=tome_swin_r(host.window_size)), {}
     args = dict(vit_host_args(host), prop_attn=True)
     if 'flops_ratio' in options:
         args['r'] = None

@@ -6,8 +6,9 @@ import torch.nn as nn
 from mmengine.model import BaseModule
 
 from mmvitaccel.ops import (attention_probs, mask_logits, mask_or_none,
-                            pad_to_multiple, static_attention, unpadded,
-                            window_mask, window_partition, window_reverse)
+                            pad_to_multiple, shift_regions, static_attention,
+                            unpadded, window_mask, window_partition,
+                            window_reverse)
 from mmvitaccel.ops import \
     relative_position_bias as gather_relative_position_bias
 
@@ -174,24 +175,6 @@ class StaticWindowMSA(BaseModule):
         x = static_attention(self.static_logits, v, mask)
         x = x.transpose(1, 2).reshape(B, N, C)
         return self.proj_drop(self.proj(x))
-
-
-def shift_regions(height, width, window, shift, device=None):
-    """Region labels of Swin's shift mask on a shifted, padded map.
-
-    Returns:
-        Tensor: ``(height, width)`` long labels (all 0 without shift).
-    """
-    labels = torch.zeros(height, width, dtype=torch.long, device=device)
-    if shift == 0:
-        return labels
-    slices = (slice(0, -window), slice(-window, -shift), slice(-shift, None))
-    cnt = 0
-    for h in slices:
-        for w in slices:
-            labels[h, w] = cnt
-            cnt += 1
-    return labels
 
 
 class StaticShiftWindowMSA(BaseModule):
