@@ -455,10 +455,20 @@ def test_the_training_free_table_runs_the_switch_on_the_host(reduced,
         ('tis', 'value, density 1', dict(selector='value', density=1.0)),
         ('cls', 'value, density 0.5', dict(selector='value', density=0.5)),
     ]
+    other = copy.deepcopy(cfg)
+    other.test_dataloader.dataset.canvas_seed = 7
+    others = {7: study.test_inputs(other, batch_size=8)}
+    assert not torch.equal(others[7][0][0], inputs[0][0])
     rows = training_free.deit_rows(cfg, ckpt, inputs, settings, rounds=1,
-                                   batch_size=8)
+                                   batch_size=8, other_canvases=others)
     host, full, half = rows
-    assert full['value'] == host['value'] and full['change'] == '+0.0'
+    # the top-1 on each canvas seed, the test split's own first
+    assert host['metric'] == 'top-1, canvas seed 0 / 7'
+    assert host['value'] == ' / '.join(
+        f'{100 * study.top1(study.build_study_model(cfg, ckpt), x):.1f}'
+        for x in (inputs, others[7]))
+    assert full['value'] == host['value'] and \
+        full['change'] == '+0.0 / +0.0'
     assert full['flops_ratio'] == pytest.approx(1.0, rel=0.02)
     assert half['flops_ratio'] < 0.95
     dense = [

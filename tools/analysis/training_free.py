@@ -19,6 +19,7 @@ Example::
     python tools/analysis/training_free.py --out docs/study
 """
 import argparse
+import copy
 import os
 import os.path as osp
 import sys
@@ -43,11 +44,22 @@ def parse_args(argv=None):
                         default=osp.join(REPO, 'docs', 'study', 'dense',
                                          'dense.csv'))
     parser.add_argument('--out', default='work_dirs/training_free')
+    parser.add_argument('--canvas-seeds', type=int, nargs='+',
+                        default=[0, 1234],
+                        help='test canvases drawn with these seeds (the '
+                        'first is the host\'s own, also timed)')
     parser.add_argument('--rounds', type=int, default=10,
                         help='interleaved timing rounds')
     parser.add_argument('--table', metavar='CSV',
                         help='print the Markdown table of a written CSV')
     return parser.parse_args(argv)
+
+
+def with_canvas_seed(cfg, seed):
+    """``cfg`` whose test canvases are drawn with ``seed``."""
+    cfg = copy.deepcopy(cfg)
+    cfg.test_dataloader.dataset.canvas_seed = seed
+    return cfg
 
 
 def main(argv=None):
@@ -58,9 +70,12 @@ def main(argv=None):
         return rows
     cfg = load_config(osp.join(REPO, study.HOST_CONFIG))
     checkpoint = study.host_checkpoint(cfg, 0, args.work_dir)
+    cfg = with_canvas_seed(cfg, args.canvas_seeds[0])
     inputs = study.test_inputs(cfg)
+    others = {seed: study.test_inputs(with_canvas_seed(cfg, seed))
+              for seed in args.canvas_seeds[1:]}
     rows = training_free.deit_rows(cfg, checkpoint, inputs,
-                                   rounds=args.rounds)
+                                   rounds=args.rounds, other_canvases=others)
     if osp.isfile(args.dense_csv):
         rows += training_free.dense_rows(
             dense_report.read_dense_csv(args.dense_csv))

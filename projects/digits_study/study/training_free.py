@@ -90,16 +90,20 @@ FIELDS = ('host', 'task', 'method', 'setting', 'metric', 'value', 'change',
 
 
 def deit_rows(cfg, checkpoint, inputs, settings=SETTINGS, rounds=10,
-              batch_size=32):
+              batch_size=32, other_canvases=None):
     """The training-free methods on a classification host.
 
     Args:
         cfg (mmengine.Config): the host config.
         checkpoint (str): the host's weights (loaded unchanged).
-        inputs (list): test batches (:func:`~.evaluation.test_inputs`).
+        inputs (list): test batches (:func:`~.evaluation.test_inputs`),
+            also timed.
         settings (Sequence[tuple]): see :data:`SETTINGS`.
         rounds (int): interleaved timing rounds.
         batch_size (int): the larger timed batch.
+        other_canvases (dict[int, list], optional): ``{canvas seed: test
+            batches}`` of the same test scans on other canvases: each
+            row's top-1 on them follows, joined by ``' / '``.
 
     Returns:
         list[dict]: :data:`FIELDS` rows, the host first.
@@ -114,20 +118,30 @@ def deit_rows(cfg, checkpoint, inputs, settings=SETTINGS, rounds=10,
         rows.append(dict(method=method, setting=label,
                          build=lambda c=converted: build_study_model(
                              c, checkpoint)))
+    canvases = [inputs] + list((other_canvases or {}).values())
     for row in rows:
-        row['top1'] = 100 * top1(row['build'](), inputs)
+        model = row['build']()
+        row['top1s'] = [100 * top1(model, batches) for batches in canvases]
+        row['top1'] = row['top1s'][0]
     measure(rows, inputs, rounds=rounds, batch_size=batch_size)
     b1 = [dict(row) for row in rows]
     measure(b1, [(x[:1], y[:1]) for x, y in inputs[:1]], rounds=rounds,
             batch_size=1, iters_per_round=20)
+    metric = 'top-1'
+    if other_canvases:
+        first = cfg.test_dataloader.dataset.get('canvas_seed', 0)
+        metric += ', canvas seed ' + ' / '.join(
+            str(seed) for seed in [first, *other_canvases])
+    host = rows[0]['top1s']
     out = []
     for row, single in zip(rows, b1):
         out.append(dict(
             host=f'digits DeiT ({rows[0]["top1"]:.1f}% top-1)',
             task='classification', method=row['method'],
-            setting=row['setting'], metric='top-1',
-            value=f'{row["top1"]:.1f}',
-            change=_points(row['top1'] - rows[0]['top1']),
+            setting=row['setting'], metric=metric,
+            value=' / '.join(f'{v:.1f}' for v in row['top1s']),
+            change=' / '.join(_points(v - h)
+                              for v, h in zip(row['top1s'], host)),
             flops_ratio=row['flops_ratio'], speed_b1=single['speed_ratio'],
             speed_bn=row['speed_ratio'], batch_n=batch_size))
     return out
