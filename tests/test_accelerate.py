@@ -431,11 +431,20 @@ _TRAINED = [
      dict(arch=dict(embed_dims=32, depths=[1, 1, 4, 1],
                     num_heads=[1, 2, 4, 8])),
      {'model.cls_head.in_channels': 256}),
+    (MMDET_SWIN, 'tome', _TINY_SWIN,
+     {'model.neck.in_channels': [32, 64, 128, 256]}),
+    (MMSEG_SWIN, 'tome', _TINY_SWIN,
+     {'model.decode_head.in_channels': [32, 64, 128, 256],
+      'model.decode_head.channels': 64,
+      'model.auxiliary_head.in_channels': 128,
+      'model.auxiliary_head.channels': 32}),
 ]
 
 
 @pytest.mark.parametrize('config,method,options,heads', _TRAINED,
-                         ids=[t[0].split('::')[0] for t in _TRAINED])
+                         ids=[t[0].split('::')[0] + ('-tome' if t[1] == 'tome'
+                                                     else '')
+                              for t in _TRAINED])
 def test_a_written_config_trains_a_step_and_predicts(
         config, method, options, heads, tmp_path, tiny_data_dir):
     """The file tools/accelerate.py writes, inheriting the upstream config,
