@@ -23,8 +23,9 @@ from mmvitaccel.models.tome import ToMeSwinTransformer
 from mmvitaccel.models.tome.tome_swin import (merged_window_attention,
                                               tome_swin_block_forward)
 from mmvitaccel.ops.tome import bipartite_matching, merge_slots
-from mmvitaccel.ops.tome_window import (merged_positions, window_groups,
-                                        window_merge_cap)
+from mmvitaccel.models.tome.tome_swin_stage import tome_swin_stage_forward
+from mmvitaccel.ops.tome_window import (block_cells, merged_positions,
+                                        window_groups, window_merge_cap)
 from mmvitaccel.switch.accelerate import (accelerate_config,
                                           load_upstream_config)
 from mmvitaccel.switch.vit_placement import tome_swin_r
@@ -164,6 +165,61 @@ def test_merging_identical_tokens_changes_nothing(shift, size):
             block(x, (size, size)))
 
 
+def test_the_stage_design_merging_identical_tokens_changes_nothing():
+    """The stage design on a map whose columns come in equal pairs: each A
+    token merges into its twin, which shares its windows and regions in
+    every block, so that with proportional attention and zero position
+    tables the stage computes the host stage's output (the host's -100
+    between shift regions is our exclusion, up to e^-100)."""
+    torch.manual_seed(0)
+    host = SwinTransformer(embed_dims=16, depths=(2, ), num_heads=(2, ),
+                           window_size=4, strides=(4, ), out_indices=(0, ))
+    host.eval()
+    stage = host.stages[0]
+    for block in stage.blocks:
+        block.attn.w_msa.relative_position_bias_table.data.zero_()
+    cols = torch.randn(2, 8, 4, 16, generator=_gen(9))
+    x = cols.repeat_interleave(2, dim=2).reshape(2, 64, 16)
+    with torch.no_grad(), summed_magnitude(stage) as found:
+        expected = x
+        for block in stage.blocks:
+            expected = block(expected, (8, 8))
+        got = tome_swin_stage_forward(stage, x, (8, 8), 0.5)
+    # two blocks of attention (2 d + 2 n + 6) over up to 64 keys, proj and
+    # the MLP's two products (C, C, 4 C)
+    assert_rounding_close(got, expected, terms=2 * (2 * 8 + 2 * 64 + 6 +
+                                                    16 + 16 + 64),
+                          scale=max(found))
+    x = torch.randn(2, 64, 16, generator=_gen(10))
+    with torch.no_grad():
+        assert not torch.allclose(tome_swin_stage_forward(
+            stage, x, (8, 8), 0.5), stage.blocks[1](
+                stage.blocks[0](x, (8, 8)), (8, 8)))
+
+
+def test_cells_are_the_hosts_windows_and_regions():
+    """Two positions share a cell exactly when the host's shifted window
+    attention lets one see the other (the same window and shift region)."""
+    H = W = 6
+    for shift in (0, 2):
+        cells, _ = block_cells((H, W), 4, shift)
+        groups = window_groups((H, W), (8, 8), 4, shift)
+        # the host's frame: padded, rolled, partitioned; each position's
+        # window and group (region) there
+        index = torch.arange(H * W).view(H, W)
+        frame = torch.full((8, 8), -1, dtype=torch.long)
+        frame[:H, :W] = index
+        frame = torch.roll(frame, (-shift, -shift), (0, 1))
+        windows = frame.view(2, 4, 2, 4).permute(0, 2, 1, 3).reshape(4, 16)
+        same = torch.zeros(H * W, H * W, dtype=torch.bool)
+        for win, grp in zip(windows, groups):
+            for i in range(16):
+                for j in range(16):
+                    if win[i] >= 0 and win[j] >= 0 and grp[i] == grp[j]:
+                        same[win[i], win[j]] = True
+        assert torch.equal(cells[:, None] == cells[None, :], same)
+
+
 # --- the backbone ----------------------------------------------------------
 
 
@@ -195,15 +251,6 @@ def test_every_map_keeps_the_hosts_shape(r):
     assert not torch.allclose(got[1], expected[1])
 
 
-def test_gradients_reach_every_parameter():
-    _, tome = _pair(6)
-    tome.train()
-    outs = tome(torch.randn(2, 3, 64, 64, generator=_gen(7)))
-    sum((o * torch.randn(o.shape, generator=_gen(8))).sum()
-        for o in outs).backward()
-    assert_clear_gradients(tome.named_parameters())
-
-
 def test_flops_fall_with_r():
     _, tome = _pair(0)
     x = torch.randn(1, 3, 64, 64)
@@ -214,11 +261,44 @@ def test_flops_fall_with_r():
     assert counts[0] > counts[1] > counts[2]
 
 
+@pytest.mark.parametrize('design,options', [
+    ('window', dict(r=6)), ('stage', dict(stage_ratio=(0.3, 0, 0.5, 0)))])
+def test_gradients_reach_every_parameter_in_either_design(design, options):
+    torch.manual_seed(0)
+    tome = ToMeSwinTransformer(**SMALL, window_size=4, design=design,
+                               **options)
+    tome.train()
+    outs = tome(torch.randn(2, 3, 64, 64, generator=_gen(7)))
+    sum((o * torch.randn(o.shape, generator=_gen(8))).sum()
+        for o in outs).backward()
+    assert_clear_gradients(tome.named_parameters())
+
+
+def test_the_stage_design_keeps_the_hosts_shapes_and_is_it_at_ratio_0():
+    host, tome = _pair(0, design='stage', stage_ratio=0.)
+    x = torch.randn(1, 3, 90, 70, generator=_gen(11))
+    with torch.no_grad():
+        expected, got = host(x), tome(x)
+        tome.stage_ratio = [0., 0.2, 0.5, 0.]
+        merged = tome(x)
+    for e, g, m in zip(expected, got, merged):
+        assert_equal(g, e)
+        assert m.shape == e.shape
+    assert not torch.allclose(merged[2], expected[2])
+
+
 def test_bad_r_is_refused_by_name():
     for bad in (-1, True, [1, 2], 'all', 2.5):
         with pytest.raises(ValueError, match='r must be an int >= 0 or one '
                            'per stage'):
             ToMeSwinTransformer(r=bad, **SMALL)
+    with pytest.raises(ValueError, match=r"design must be one of \('window', "
+                       r"'stage'\), got 'global'"):
+        ToMeSwinTransformer(design='global', **SMALL)
+    for bad in (0.6, -0.1, [0.5] * 3, True):
+        with pytest.raises(ValueError, match=r'stage_ratio must be a share '
+                           r'in \[0, 0.5\]'):
+            ToMeSwinTransformer(design='stage', stage_ratio=bad, **SMALL)
 
 
 # --- the switch ------------------------------------------------------------

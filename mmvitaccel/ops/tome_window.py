@@ -1,9 +1,16 @@
-"""ToMe inside Swin's windows (``docs/tome.md#swin``): every window merges
-the same ``r`` tokens, each into a token of its own group (its shift region,
-and padding or not), so that the shift mask and the relative position bias
-of a merged token are those of the token it merged into.
+"""ToMe in Swin (``docs/tome.md#swin``), two designs.
 
-Windows are ``(B * nW, n, C)``, ``n = w^2`` (mmdet's window order).
+* Windows: every window merges the same ``r`` tokens, each into a token of
+  its own group (its shift region, and padding or not), so that the shift
+  mask and the relative position bias of a merged token are those of the
+  token it merged into. Windows are ``(B * nW, n, C)``, ``n = w^2``
+  (mmdet's window order).
+* Stage: a stage's map is merged once; a merged token attends to the
+  tokens that share a cell (a window and shift region of the block's
+  frame) with any token it holds (:func:`block_cells`,
+  :func:`shared_cells`), its position bias that of the clamped offset
+  between the positions the two tokens sit at
+  (:func:`clamped_relative_index`).
 """
 import functools
 
@@ -13,7 +20,8 @@ from mmvitaccel.ops.host_masks import host_valid
 from mmvitaccel.ops.windows import shift_regions, window_partition
 
 __all__ = ['window_groups', 'window_merge_cap', 'merged_positions',
-           'pair_index']
+           'pair_index', 'block_cells', 'shared_cells',
+           'clamped_relative_index']
 
 
 def window_groups(hw, padded_hw, window, shift):
@@ -87,3 +95,74 @@ def pair_index(index, pos):
         Tensor: ``(B * nW, n', n')``.
     """
     return index[pos[:, :, None], pos[:, None, :]]
+
+
+def block_cells(hw, window, shift):
+    """The cell of every map position in a block's frame: its window of the
+    shifted, padded map and its shift region there.
+
+    Args:
+        hw (tuple[int, int]): the map ``(H, W)``.
+        window (int): ``w``.
+        shift (int): the block's cyclic shift.
+
+    Returns:
+        tuple[Tensor, int]: ``(H W, )`` int64 cell ids on the CPU, in the
+        map's row-major order (cached: do not modify), and the number of
+        cells.
+    """
+    return _block_cells(tuple(hw), window, shift)
+
+
+@functools.lru_cache(maxsize=256)
+def _block_cells(hw, window, shift):
+    H, W = hw
+    Hp, Wp = -(-H // window) * window, -(-W // window) * window
+    ys = torch.arange(Hp)[:, None].expand(Hp, Wp)
+    xs = torch.arange(Wp)[None, :].expand(Hp, Wp)
+    win = (ys // window) * (Wp // window) + xs // window
+    cells = win * 9 + shift_regions(Hp, Wp, window, shift)
+    if shift:  # back to the map's frame: position p sat at p - shift
+        cells = torch.roll(cells, (shift, shift), (0, 1))
+    return cells[:H, :W].reshape(-1).contiguous(), Hp * Wp // window**2 * 9
+
+
+def shared_cells(cells, num_cells, slot, num_merged):
+    """Which merged tokens share a cell: ``A = (M M^T > 0)``, ``M[t, c]``
+    the count of token ``t``'s patches in cell ``c``.
+
+    Args:
+        cells (Tensor): ``(L, )`` from :func:`block_cells`.
+        num_cells (int): the number of cells.
+        slot (Tensor): ``(B, L)`` the merged token holding each position.
+        num_merged (int): ``L'``.
+
+    Returns:
+        Tensor: ``(B, L', L')`` bool, true on the diagonal.
+    """
+    B, L = slot.shape
+    onehot = torch.nn.functional.one_hot(cells.to(slot.device), num_cells)
+    member = torch.zeros(B, num_merged, num_cells, device=slot.device)
+    member = member.scatter_add(
+        1, slot[..., None].expand(B, L, num_cells),
+        onehot.to(member.dtype).expand(B, L, num_cells))
+    return (member @ member.transpose(1, 2)) > 0
+
+
+def clamped_relative_index(pos, width, window):
+    """Swin's relative position index of the offset between two map
+    positions, clamped to a window's range: ``(dy + w - 1) (2 w - 1) + dx +
+    w - 1``, ``|dy|, |dx| <= w - 1``.
+
+    Args:
+        pos (Tensor): ``(B, L')`` row-major map positions.
+        width (int): the map's ``W``.
+        window (int): ``w``.
+
+    Returns:
+        Tensor: ``(B, L', L')`` int64 rows of the bias table.
+    """
+    ys, xs = pos // width, pos % width
+    dy = (ys[:, :, None] - ys[:, None, :]).clamp(1 - window, window - 1)
+    dx = (xs[:, :, None] - xs[:, None, :]).clamp(1 - window, window - 1)
+    return (dy + window - 1) * (2 * window - 1) + dx + window - 1

@@ -5,6 +5,7 @@ that every feature map keeps its size (``docs/tome.md#swin``)."""
 import torch
 import torch.utils.checkpoint as cp
 
+from mmvitaccel.models.tome.tome_swin_stage import tome_swin_stage_forward
 from mmvitaccel.models.utils import PretrainedMixin, SwinBase, swin_state_dict
 from mmvitaccel.ops import pad_to_multiple, window_partition, window_reverse
 from mmvitaccel.ops.tome import (bipartite_matching, merge_slots,
@@ -18,6 +19,10 @@ __all__ = ['ToMeSwinTransformer', 'tome_swin_block_forward']
 
 #: Swin's shift-mask logit between two shift regions (upstream's value)
 SHIFT_MASK_LOGIT = -100.
+
+#: ``'window'``: each window merges ``r`` tokens in every block;
+#: ``'stage'``: each stage's map is merged once (:mod:`.tome_swin_stage`)
+DESIGNS = ('window', 'stage')
 
 
 def merged_window_attention(msa, x, size, pos, region=None, prop_attn=True):
@@ -154,15 +159,35 @@ class ToMeSwinTransformer(PretrainedMixin, SwinBase):
         arch (str | None): ``'tiny'``, ``'small'``, ``'base'``; None keeps
             the explicit sizes.
         r (int | Sequence[int]): tokens each window merges, in every stage
-            or one per stage.
+            or one per stage (the window design).
         prop_attn (bool): proportional attention (``log s`` on the logits).
+        design (str): one of :data:`DESIGNS`; ``'window'``, the default,
+            held accuracy better at equal FLOPs (``docs/tome.md#swin``).
+        stage_ratio (float | Sequence[float]): the stage design: the share
+            of each stage's map merged at its start, at most 0.5.
         **kwargs: the arguments of mmdet's ``SwinTransformer``.
     """
 
-    def __init__(self, arch=None, r=16, prop_attn=True, **kwargs):
+    def __init__(self, arch=None, r=16, prop_attn=True, design='window',
+                 stage_ratio=(0., 0., 0.5, 0.), **kwargs):
+        if design not in DESIGNS:
+            raise ValueError(f'design must be one of {DESIGNS}, got '
+                             f'{design!r}')
         super().__init__(arch, **kwargs)
         self.prop_attn = prop_attn
+        self.design = design
         self.set_r(r)
+        depths = self.swin_cfg['depths']
+        if isinstance(stage_ratio, (int, float)):
+            stage_ratio = [stage_ratio] * len(depths)
+        stage_ratio = list(stage_ratio)
+        if len(stage_ratio) != len(depths) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool)
+                and 0 <= v <= 0.5 for v in stage_ratio):
+            raise ValueError(
+                f'stage_ratio must be a share in [0, 0.5] or one per stage '
+                f'({len(depths)} stages), got {stage_ratio!r}')
+        self.stage_ratio = stage_ratio
 
     #: reads a host (Swin) checkpoint in any supported layout
     host_state_dict = staticmethod(swin_state_dict)
@@ -184,7 +209,8 @@ class ToMeSwinTransformer(PretrainedMixin, SwinBase):
         Returns:
             tuple[Tensor]: NCHW maps of ``out_indices``, the host's shapes.
         """
-        if not any(self.stage_r):
+        stage_design = self.design == 'stage'
+        if not any(self.stage_ratio if stage_design else self.stage_r):
             return super().forward(x)
         x, hw_shape = self.patch_embed(x)
         if self.use_abs_pos_embed:
@@ -192,9 +218,14 @@ class ToMeSwinTransformer(PretrainedMixin, SwinBase):
         x = self.drop_after_pos(x)
         outs = []
         for i, (stage, r) in enumerate(zip(self.stages, self.stage_r)):
-            for block in stage.blocks:
-                x = tome_swin_block_forward(block, x, hw_shape, r,
+            if stage_design:
+                x = tome_swin_stage_forward(stage, x, hw_shape,
+                                            self.stage_ratio[i],
                                             self.prop_attn)
+            else:
+                for block in stage.blocks:
+                    x = tome_swin_block_forward(block, x, hw_shape, r,
+                                                self.prop_attn)
             out, out_hw = x, hw_shape
             if stage.downsample:
                 x, hw_shape = stage.downsample(x, hw_shape)
