@@ -224,13 +224,17 @@ def _upstream_and_ours(config, method, **options):
 
 
 @pytest.mark.parametrize('config', [MMDET_SWIN, MMPRETRAIN_SWIN, MMSEG_SWIN])
-def test_a_method_off_is_the_upstream_backbone_bit_for_bit(config):
-    """STViT-R with no dumbbell unit is the host Swin: with the upstream
-    backbone's weights, the converted backbone (every argument carried
-    over, mmpretrain's translated to mmdet's Swin) computes the same maps,
-    exactly (the same operations in the same order). 256 px: no map is
-    smaller than a window, where mmpretrain's Swin pads differently."""
-    host, ours = _upstream_and_ours(config, 'stvit-r', num_units=0)
+@pytest.mark.parametrize('method,options', [('stvit-r', dict(num_units=0)),
+                                            ('tome', dict(r=0))])
+def test_a_method_off_is_the_upstream_backbone_bit_for_bit(config, method,
+                                                           options):
+    """STViT-R with no dumbbell unit and ToMe merging nothing are the host
+    Swin: with the upstream backbone's weights, the converted backbone
+    (every argument carried over, mmpretrain's translated to mmdet's Swin)
+    computes the same maps, exactly (the same operations in the same
+    order). 256 px: no map is smaller than a window, where mmpretrain's
+    Swin pads differently."""
+    host, ours = _upstream_and_ours(config, method, **options)
     missing, unexpected = ours.load_state_dict(host.state_dict(),
                                                strict=False)
     assert not unexpected, unexpected

@@ -5,7 +5,6 @@ training-free conversions run on the upstream weights through
 loaded by the runner is read through our backbones' readers with a full
 report, a distilling conversion trains a step (the dense study's method
 rows are the switch's conversions: tests/test_dense_study.py)."""
-import importlib.util
 import os.path as osp
 from types import SimpleNamespace
 
@@ -22,7 +21,8 @@ from mmvitaccel.switch.vit_placement import (glad_tokens, scaled_layers,
                                             tome_r)
 from mmvitaccel.engine.checkpoint_check_hook import CheckpointCheckHook
 
-from .utils import REPO
+from .utils import (REPO, assert_tools_test_loads_everything,
+                    user_checkpoint)
 
 DEIT = 'mmpretrain::deit/deit-small_4xb256_in1k.py'
 MMDET_SWIN = 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py'
@@ -39,16 +39,6 @@ model = dict(
 '''
 
 
-def _tool(name):
-    """A tool of ``tools/`` as a module (``tools/test.py`` would import as
-    the standard library's ``test`` package)."""
-    spec = importlib.util.spec_from_file_location(
-        f'mmvitaccel_tool_{name}', osp.join(REPO, 'tools', f'{name}.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _build(model_cfg, scope):
     init_default_scope(scope)
     with DefaultScope.overwrite_default_scope(scope):
@@ -60,13 +50,8 @@ def _build(model_cfg, scope):
 def tiny_deit(tmp_path):
     """A small DeiT config inheriting mmpretrain's, and a checkpoint of its
     whole classifier in mmpretrain's layout."""
-    config = tmp_path / 'deit.py'
-    config.write_text(TINY_DEIT.format(base=DEIT))
-    cfg = Config.fromfile(str(config))
-    state = _build(cfg.model, 'mmpretrain').state_dict()
-    checkpoint = str(tmp_path / 'deit.pth')
-    torch.save(dict(state_dict=state, meta=dict()), checkpoint)
-    return str(config), checkpoint, state
+    return user_checkpoint(tmp_path, 'deit', TINY_DEIT.format(base=DEIT),
+                           'mmpretrain')
 
 
 def test_the_papers_placements_scale_with_the_host():
@@ -240,17 +225,8 @@ def test_tools_test_runs_a_training_free_conversion_on_upstream_weights(
     checkpoint and its report shows every tensor loaded, nothing new,
     missing or unused."""
     config, checkpoint, state = tiny_deit
-    out = str(tmp_path / f'{method}.py')
-    _tool('accelerate').main([config, '--method', method, '--out', out])
-    runner = _tool('test').main([
-        out, checkpoint, '--tiny', '--work-dir', str(tmp_path / 'work'),
-        '--cfg-options', f'tiny.data_root={tiny_data_dir}'])
-    hook = next(h for h in runner.hooks
-                if isinstance(h, CheckpointCheckHook))
-    report = hook.report
-    assert sorted(report['loaded']) == sorted(state)
-    for kind in ('new', 'missing', 'unused', 'mismatched'):
-        assert not report[kind], (kind, report[kind])
+    assert_tools_test_loads_everything(config, checkpoint, state, method,
+                                       tmp_path, tiny_data_dir)
 
 
 _TINY_SWIN = dict(embed_dims=32, depths=(1, 1, 6, 1), num_heads=(1, 2, 4, 8))

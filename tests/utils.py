@@ -513,3 +513,58 @@ def assert_twin_matches(twin, model, x, expected, terms):
     assert len(outs) == len(expected)
     for i, (a, b) in enumerate(zip(outs, expected)):
         assert_rounding_close(a, b, terms, msg=f'output {i}')
+
+
+def tool_module(name):
+    """A tool of ``tools/`` as a module (``tools/test.py`` would import as
+    the standard library's ``test`` package)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        f'mmvitaccel_tool_{name}', osp.join(REPO, 'tools', f'{name}.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def user_checkpoint(tmp_path, name, text, scope):
+    """A user's config file ``name.py`` holding ``text``, and a checkpoint
+    of its whole model (built in ``scope``, seed 0) in the toolbox's
+    layout.
+
+    Returns:
+        tuple[str, str, dict]: the config, the checkpoint, the state dict.
+    """
+    from mmengine.registry import MODELS, DefaultScope, init_default_scope
+    config = tmp_path / f'{name}.py'
+    config.write_text(text)
+    cfg = Config.fromfile(str(config))
+    init_default_scope(scope)
+    with DefaultScope.overwrite_default_scope(scope):
+        torch.manual_seed(0)
+        state = MODELS.build(cfg.model).state_dict()
+    checkpoint = str(tmp_path / f'{name}.pth')
+    torch.save(dict(state_dict=state, meta=dict()), checkpoint)
+    return str(config), checkpoint, state
+
+
+def assert_tools_test_loads_everything(config, checkpoint, state, method,
+                                       tmp_path, data_root, ignore=()):
+    """``tools/accelerate.py CONFIG --method METHOD``, then ``tools/test.py
+    NEW_CONFIG CHECKPOINT --tiny``: the runner's checkpoint report shows
+    every tensor of ``state`` loaded (but names ending in ``ignore``),
+    nothing new, missing, unused or mismatched."""
+    from mmvitaccel.engine.checkpoint_check_hook import CheckpointCheckHook
+    out = str(tmp_path / f'{method}.py')
+    tool_module('accelerate').main([config, '--method', method, '--out', out])
+    runner = tool_module('test').main([
+        out, checkpoint, '--tiny', '--work-dir', str(tmp_path / 'work'),
+        '--cfg-options', f'tiny.data_root={data_root}'])
+    hook = next(h for h in runner.hooks
+                if isinstance(h, CheckpointCheckHook))
+    report = hook.report
+    kept = [k for k in report['loaded'] if not ignore or
+            not k.endswith(tuple(ignore))]
+    assert sorted(kept) == sorted(k for k in state if not ignore or
+                                  not k.endswith(tuple(ignore)))
+    for kind in ('new', 'missing', 'unused', 'mismatched'):
+        assert not report[kind], (kind, report[kind])

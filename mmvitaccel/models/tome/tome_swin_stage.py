@@ -65,7 +65,8 @@ def tome_swin_stage_forward(stage, x, hw_shape, ratio, prop_attn=True):
     Returns:
         Tensor: ``(B, H * W, C)``, before the stage's downsampling.
     """
-    L = x.shape[1]
+    hw_shape = tuple(int(v) for v in hw_shape)  # (tensors when traced)
+    L = hw_shape[0] * hw_shape[1]
     r = stage_merge_count(ratio, L)
     if r <= 0:
         for block in stage.blocks:

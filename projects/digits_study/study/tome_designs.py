@@ -1,0 +1,148 @@
+"""The choice between ToMe's two Swin designs (``docs/tome.md#swin``): each
+design at several settings, training-free, on the dense evidence's
+fine-tuned Swin detector and segmentor (``tools/analysis/dense_study.py``
+trains them), against backbone FLOPs by the one counter.
+
+``tools/analysis/tome_swin_designs.py`` is the command.
+"""
+import dataclasses
+import os.path as osp
+
+from projects.digits_study.study.training import _slug, parallel_map
+
+__all__ = ['DESIGN_SETTINGS', 'DESIGN_FIELDS', 'tome_row', 'design_rows',
+           'write_design_csv', 'plot_designs']
+
+#: ``(design, setting label, ToMeSwinTransformer options)``: the window
+#: design in stage 3 alone and in every stage (its default, r=16), the stage
+#: design in stage 3 (the stage whose blocks hold most of Swin's FLOPs;
+#: earlier stages' maps make its masked attention over the merged map cost
+#: more than the windows save)
+DESIGN_SETTINGS = (
+    ('window', 'r=8, stage 3', dict(r=[0, 0, 8, 0])),
+    ('window', 'r=16, stage 3', dict(r=[0, 0, 16, 0])),
+    ('window', 'r=24, stage 3', dict(r=[0, 0, 24, 0])),
+    ('window', 'r=16, every stage', dict(r=16)),
+    ('window', 'r=24, every stage', dict(r=24)),
+    ('stage', 'ratio 0.2, stage 3',
+     dict(design='stage', stage_ratio=[0, 0, 0.2, 0])),
+    ('stage', 'ratio 0.35, stage 3',
+     dict(design='stage', stage_ratio=[0, 0, 0.35, 0])),
+    ('stage', 'ratio 0.5, stage 3',
+     dict(design='stage', stage_ratio=[0, 0, 0.5, 0])),
+)
+
+#: the CSV's columns: metrics in percent (mean and std over the seeds),
+#: ``change`` against the fine-tuned reference in points
+DESIGN_FIELDS = ('task', 'design', 'setting', 'metric', 'value', 'std',
+                 'change', 'backbone_gflops', 'flops_ratio', 'seeds')
+
+
+def tome_row(reference):
+    """The switch's ToMe row of a dense reference row (its config
+    converted, training-free)."""
+    return dataclasses.replace(reference, name='ToMe', method='tome',
+                               reference=reference.name, training_free=True)
+
+
+def _options(options):
+    return {f'model.backbone.{k}': v for k, v in options.items()}
+
+
+def design_rows(repo, reference, finetuned, metric, settings=DESIGN_SETTINGS,
+                workers=1, options=None):
+    """Every design setting on the reference's fine-tuned weights.
+
+    Args:
+        repo (str): the repository root.
+        reference (DenseRow): the dense Swin row.
+        finetuned (list[str]): its fine-tuned checkpoints, one a seed.
+        metric (str): the evaluator key reported (e.g. ``'coco/bbox_mAP'``).
+        settings (Sequence[tuple]): see :data:`DESIGN_SETTINGS`.
+        workers (int): tests at once (:func:`~.training.parallel_map`).
+        options (dict, optional): cfg options of every run (reduced runs).
+
+    Returns:
+        list[dict]: :data:`DESIGN_FIELDS` rows, the reference first.
+    """
+    import statistics
+
+    import torch
+
+    from mmvitaccel.analysis.flops import count_flops
+    from mmvitaccel.apis.harness import build_model
+    from projects.digits_study.study import dense
+    from projects.digits_study.study.dense_report import dense_inputs
+    row = tome_row(reference)
+    options = dict(options or {})
+    runs = [(reference, '', 'dense', options, list(finetuned))]
+    for design, label, backbone in settings:
+        opts = {**options, **_options(backbone)}
+        converted = [dense.training_free_checkpoint(
+            repo, row, source, osp.splitext(source)[0] +
+            f'_as_tome_{_slug(label)}.pth', options=opts)
+            for source in finetuned]
+        runs.append((row, design, label, opts, converted))
+    tests = [(repo, r, c, o or None) for r, _, _, o, cs in runs for c in cs]
+    parallel_map(dense.test_metrics, [
+        t for t in tests if not osp.isfile(dense._test_cache(*t)[1])
+    ], workers)
+    test_set = None
+    out = []
+    for r, design, label, opts, checkpoints in runs:
+        values = [100 * dense.test_metrics(repo, r, c, opts or None)[metric]
+                  for c in checkpoints]
+        cfg = dense.row_config(repo, r, opts or None)
+        cfg.model.backbone.init_cfg = None
+        model = build_model(cfg, checkpoints[0])
+        if test_set is None:
+            from mmengine.registry import DATASETS, DefaultScope
+            with DefaultScope.overwrite_default_scope(cfg.default_scope):
+                test_set = DATASETS.build(cfg.test_dataloader.dataset)
+        images, _ = dense_inputs(model, test_set, 1)
+        with torch.no_grad():
+            gflops = count_flops(model.backbone, images).total / 1e9
+        out.append(dict(
+            task=reference.task, design=design or 'host', setting=label,
+            metric=metric.split('/')[-1], value=statistics.mean(values),
+            std=statistics.stdev(values) if len(values) > 1 else 0.,
+            backbone_gflops=gflops, seeds=len(values)))
+    for r in out:
+        r['change'] = r['value'] - out[0]['value']
+        r['flops_ratio'] = r['backbone_gflops'] / out[0]['backbone_gflops']
+    return out
+
+
+def write_design_csv(rows, path):
+    """:data:`DESIGN_FIELDS` rows as CSV."""
+    from projects.digits_study.study.dense_report import _write_csv
+    _write_csv(rows, path, DESIGN_FIELDS)
+
+
+def plot_designs(rows, path):
+    """Change against the dense model vs the backbone FLOPs ratio, one
+    panel a task, one line a design."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    tasks = list(dict.fromkeys(r['task'] for r in rows))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4),
+                             squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for design, marker in (('window', 'o'), ('stage', 's')):
+            pts = sorted((r['flops_ratio'], r['change'], r['setting'])
+                         for r in rows if r['task'] == task
+                         and r['design'] == design)
+            if not pts:
+                continue
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker,
+                    label=f'{design} design')
+        metric = next(r['metric'] for r in rows if r['task'] == task)
+        ax.axhline(0, color='grey', lw=0.8)
+        ax.set_xlabel('backbone FLOPs ratio to the dense Swin')
+        ax.set_ylabel(f'{metric} change (points)')
+        ax.set_title(f'{task}: ToMe training-free')
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
