@@ -381,6 +381,12 @@ def test_flops_of_an_image_dependent_model_are_the_test_split_mean(reduced):
     flops, varies = study.test_split_flops(fixed, images)
     assert not varies
     assert flops == count_flops(fixed, images[:1], dict(mode='tensor')).total
+    # ToMe merges as many tokens in every image (its counts are a list)
+    from mmvitaccel.switch import accelerate_config
+    tome = study.build_study_model(accelerate_config(cfg, 'tome', r=2), ckpt)
+    flops, varies = study.test_split_flops(tome, images)
+    assert not varies and tome.backbone.token_counts == [17, 15, 13, 11]
+    assert flops == count_flops(tome, images[:1], dict(mode='tensor')).total
     adaptive = study.pruned_host(cfg, ckpt, 'tis', 0.5)
     adaptive.backbone.selector = 'mass'
     adaptive.backbone.set_pruning(mass_threshold=0.6)

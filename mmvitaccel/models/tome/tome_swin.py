@@ -163,13 +163,14 @@ class ToMeSwinTransformer(PretrainedMixin, SwinBase):
         prop_attn (bool): proportional attention (``log s`` on the logits).
         design (str): one of :data:`DESIGNS`; ``'window'``, the default,
             held accuracy better at equal FLOPs (``docs/tome.md#swin``).
-        stage_ratio (float | Sequence[float]): the stage design: the share
-            of each stage's map merged at its start, at most 0.5.
+        stage_ratio (float | Sequence[float] | None): the stage design: the
+            share of each stage's map merged at its start, at most 0.5; None:
+            0.5 in stage 3 alone.
         **kwargs: the arguments of mmdet's ``SwinTransformer``.
     """
 
     def __init__(self, arch=None, r=16, prop_attn=True, design='window',
-                 stage_ratio=(0., 0., 0.5, 0.), **kwargs):
+                 stage_ratio=None, **kwargs):
         if design not in DESIGNS:
             raise ValueError(f'design must be one of {DESIGNS}, got '
                              f'{design!r}')
@@ -178,6 +179,8 @@ class ToMeSwinTransformer(PretrainedMixin, SwinBase):
         self.design = design
         self.set_r(r)
         depths = self.swin_cfg['depths']
+        if stage_ratio is None:  # half of stage 3's map
+            stage_ratio = [0.5 if i == 2 else 0. for i in range(len(depths))]
         if isinstance(stage_ratio, (int, float)):
             stage_ratio = [stage_ratio] * len(depths)
         stage_ratio = list(stage_ratio)

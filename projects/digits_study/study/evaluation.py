@@ -256,7 +256,9 @@ def test_split_flops(model, images):
     with torch.no_grad():
         for i in range(len(images)):
             model(images[i:i + 1], mode='tensor')
-            key = tuple(backbone.token_counts[0].tolist())
+            counts = backbone.token_counts  # (B, L), or ToMe's list
+            key = tuple(counts[0].tolist() if torch.is_tensor(counts)
+                        else counts)
             groups.setdefault(key, []).append(i)
     if len(groups) == 1:
         return float(flops(0)), False
