@@ -320,8 +320,10 @@ def test_a_larger_window_scales_the_key_windows():
     (MMACTION_SWIN, 'dgssa', r'dgssa does not fit the mmaction '
      r'SwinTransformer3D.*it fits: swin hosts'),
     (MMDET_SWIN, 'evit', r"unknown method 'evit'; choose from"),
-    (MMDET_SWIN, 'tome', r'tome does not fit the mmdet SwinTransformer.*'
+    (MMDET_SWIN, 'tis', r'tis does not fit the mmdet SwinTransformer.*'
      r'it fits: vit hosts'),
+    (MMACTION_SWIN, 'tome', r'tome does not fit the mmaction '
+     r'SwinTransformer3D.*it fits: '),
     ('configs/stvit_r_swin_s_coco.py', 'stvit-r',
      r'already mmvitaccel.STViTRSwinTransformer'),
     ('no/such/config.py', 'stvit-r', r"no config file 'no/such/config.py'"),
