@@ -22,6 +22,7 @@ FROZEN = 4
     ('STViTDeiT', dict(stgm_layers=(1, 2))),
     ('HViTDeiT', dict()),
     ('TokenPrunedVisionTransformer', dict(prune_before=(2, ))),
+    ('ToMeVisionTransformer', dict(r=2)),
 ])
 def test_frozen_stages_freeze_what_the_method_rebuilt(type_, extra):
     model = MODELS.build(dict(type=f'mmvitaccel.{type_}', arch=ARCH,
@@ -81,6 +82,7 @@ def _saved(tmp_path, model):
     ('STViTDeiT', dict(stgm_layers=(1, 2), pooling='intra_inter'),
      r'pooler.inter.weight is .* img_size it was trained at'),
     ('STViTDeiT', dict(stgm_layers=(1, 2), pooling='max'), None),
+    ('ToMeVisionTransformer', dict(r=2), None),
 ])
 def test_a_checkpoint_at_another_img_size(tmp_path, type_, extra, refused):
     """224 -> 384 in small: upstream resizes the position table; ours also
@@ -99,6 +101,16 @@ def test_a_checkpoint_at_another_img_size(tmp_path, type_, extra, refused):
             large.init_weights()
         return
     large.init_weights()
+    if type_ == 'ToMeVisionTransformer':
+        # no new parameters: upstream's own loading, every tensor, the
+        # position table resized to the new grid
+        saved = torch.load(path)['state_dict']
+        for name, value in large.state_dict().items():
+            if name == 'pos_embed':
+                assert value.shape == (1, 1 + 36, 32)
+            else:
+                assert torch.equal(value, saved[name]), name
+        return
     assert large.load_report['missing'] == [] and \
         large.load_report['mismatched'] == []
 
@@ -126,6 +138,7 @@ VITS = {
     'DGSSAVisionTransformer': dict(static_layers=(1, 2), glad_layers=(3, ),
                                    glad_tokens=(10, )),
     'HViTDeiT': dict(),
+    'ToMeVisionTransformer': dict(r=2),
 }
 
 
@@ -158,7 +171,8 @@ def test_vit_outputs_against_upstream(ours, out_type, size):
     refusal = VIT_DIFFERENCES.get((ours, out_type, size != (64, 64)))
     if refusal:
         assert isinstance(got, str) and re.search(refusal, got), got
-    elif out_type == 'raw' and ours != 'HViTDeiT':
+    elif out_type == 'raw' and ours not in ('HViTDeiT',
+                                            'ToMeVisionTransformer'):
         assert [g[0::2] for g in got] == [w[0::2] for w in want]
         assert all(g[1] < w[1] for g, w in zip(got, want)), (got, want)
     else:

@@ -23,6 +23,7 @@ SWINS = {
     'STViTRSwinTransformer': ('mmdet', dict()),
     'DGSSASwinTransformer': ('mmdet', dict(static_init='uniform')),
     'HViTSwinTransformer': ('mmpretrain', dict()),
+    'ToMeSwinTransformer': ('mmdet', dict(r=8)),
 }
 
 

@@ -5,7 +5,8 @@ import torch.nn.functional as F
 from mmpretrain.models.backbones import VisionTransformer
 
 from mmvitaccel.models.utils.archs import DEIT_ARCHS
-from mmvitaccel.models.utils.vit import embed_tokens, run_layers
+from mmvitaccel.models.utils.vit import (FrozenStagesMixin, embed_tokens,
+                                          run_layers)
 from mmvitaccel.ops import is_capturing
 from mmvitaccel.ops.tome import (bipartite_matching, merge_index,
                                  merge_weighted, proportional_bias,
@@ -61,13 +62,14 @@ def tome_layer_forward(layer, x, r, size=None, prop_attn=True,
 
 
 @MODELS.register_module()
-class ToMeVisionTransformer(VisionTransformer):
+class ToMeVisionTransformer(FrozenStagesMixin, VisionTransformer):
     """A ViT whose layers merge ``r`` similar tokens each (ToMe).
 
     Every output has the host's shape: ``'featmap'``, ``'raw'`` and
     ``'avg_featmap'`` read the tokens unmerged (each patch takes its
     merged token's value; the average is size-weighted). With ``r = 0`` it
-    is the host. After a forward, :attr:`source_index` ``(B, E + N)`` (with
+    is the host; ``frozen_stages`` also keeps the frozen layers in eval
+    mode after ``train()``, as our other ViTs do. After a forward, :attr:`source_index` ``(B, E + N)`` (with
     ``trace_source`` or an unmerged output) names the token holding each
     input token, and :attr:`token_counts` the tokens entering each layer.
 
