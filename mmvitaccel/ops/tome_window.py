@@ -1,17 +1,6 @@
-"""ToMe in Swin (``docs/tome.md#swin``), two designs.
-
-* Windows: every window merges the same ``r`` tokens, each into a token of
-  its own group (its shift region, and padding or not), so that the shift
-  mask and the relative position bias of a merged token are those of the
-  token it merged into. Windows are ``(B * nW, n, C)``, ``n = w^2``
-  (mmdet's window order).
-* Stage: a stage's map is merged once; a merged token attends to the
-  tokens that share a cell (a window and shift region of the block's
-  frame) with any token it holds (:func:`block_cells`,
-  :func:`shared_cells`), its position bias that of the clamped offset
-  between the positions the two tokens sit at
-  (:func:`clamped_relative_index`).
-"""
+"""ToMe in Swin's windows and stages: token groups, positions and cells
+(``docs/tome.md#swin``). Windows are ``(B * nW, n, C)``, ``n = w^2``, in
+mmdet's window order."""
 import functools
 
 import torch
