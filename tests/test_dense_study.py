@@ -4,6 +4,7 @@ from a host checkpoint, the training-free conversions, the test metrics,
 the costs and the outputs."""
 import json
 import os.path as osp
+import re
 import sys
 
 import pytest
@@ -102,9 +103,10 @@ def test_reduced_dense_study_writes_every_row_and_output(reduced_study):
 def test_tome_designs_run_on_the_cached_dense_swins(reduced_study,
                                                    monkeypatch):
     """``tools/analysis/tome_swin_designs.py`` on the reduced study's cache:
-    it reuses the fine-tuned segmentor (trains nothing), puts each design
-    setting's training-free ToMe beside it, and counts fewer backbone FLOPs
-    the more it merges within a design."""
+    it reuses the fine-tuned segmentor and the dense study's training-free
+    conversions (trains nothing), puts each design setting's training-free
+    ToMe beside them, and counts fewer backbone FLOPs the more it merges
+    within a design."""
     sys.path.insert(0, osp.join(REPO, 'tools', 'analysis'))
     import tome_swin_designs
     from projects.digits_study.study import tome_designs
@@ -120,10 +122,18 @@ def test_tome_designs_run_on_the_cached_dense_swins(reduced_study,
     rows = tome_swin_designs.main([
         '--host-checkpoint', str(work / 'host.pth'), '--seeds', '0',
         '--work-dir', str(work / 'cache'), '--out', str(work / 'designs'),
-        '--jobs', '1', '--tasks', 'segmentation', '--cfg-options', *options])
+        '--jobs', '1', '--tasks', 'segmentation', '--dgssa-images', '8',
+        '--cfg-options', *options])
     assert [r['design'] for r in rows] == ['host', 'window', 'window',
-                                           'stage']
-    host, r8, r24, stage = rows
+                                           'stage', 'STViT-R', 'DGSSA-Swin']
+    host, r8, r24, stage, stvit_r, dgssa = rows
+    # the peers' rows are the dense study's own, on the same weights
+    study_rows, _, _ = reduced_study
+    for peer in (stvit_r, dgssa):
+        same = next(r for r in study_rows
+                    if r['task'] == 'segmentation' and r['method'] ==
+                    peer['design'] and r['setting'] == 'training-free')
+        assert peer['value'] == pytest.approx(100 * same['miou'])
     assert host['flops_ratio'] == 1 and host['change'] == 0
     assert 1 > r8['flops_ratio'] > r24['flops_ratio']
     assert stage['flops_ratio'] < 1
@@ -322,12 +332,18 @@ def test_the_deit_rows_read_the_deit_host_through_their_loader(tmp_path):
     (['--keep-every', '-1'], '--keep-every must be >= 0'),
     (['--dgssa-images', '0'], '--dgssa-images must be >= 1'),
 ])
-def test_bad_command_options_are_refused_by_name(argv, match):
-    """The tool refuses them before it loads or trains anything."""
+@pytest.mark.parametrize('tool', ['dense_study', 'tome_swin_designs'])
+def test_bad_command_options_are_refused_by_name(argv, match, tool,
+                                                 capsys):
+    """The tools refuse them before they load or train anything."""
+    if tool == 'tome_swin_designs' and argv[0] == '--keep-every':
+        pytest.skip('the designs command trains no curve')
     sys.path.insert(0, osp.join(REPO, 'tools', 'analysis'))
-    import dense_study
-    with pytest.raises(SystemExit, match=match):
-        dense_study.main(argv)
+    module = __import__(tool)
+    with pytest.raises(SystemExit) as raised:
+        module.main(argv)
+    assert raised.value.code == 2
+    assert re.match(match, capsys.readouterr().err.splitlines()[-1])
 
 
 def test_a_run_of_one_task_keeps_the_other_tasks_rows(tmp_path):

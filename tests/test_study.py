@@ -129,8 +129,11 @@ def test_the_command_writes_csv_and_plots(reduced, tmp_path, capsys):
         'model.backbone.arch.num_layers=4', 'model.backbone.arch.num_heads=2',
         'model.backbone.arch.feedforward_channels=64'
     ]
-    with pytest.raises(SystemExit, match='unknown methods'):
+    with pytest.raises(SystemExit) as refused:  # one line, code 2
         tradeoff_study.main(['--methods', 'nope'])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith(
+        "unknown methods ['nope']")
     out = tmp_path / 'out'
     rows = tradeoff_study.main([
         '--work-dir', str(tmp_path / 'cache'), '--out', str(out),

@@ -9,11 +9,11 @@ from mmvitaccel.apis.harness import (DEFAULT_SHAPES, TOOLBOXES, backbone_input,
 from mmvitaccel.apis.launch import (add_checkpoint_check, add_common_args,
                                     build_runner, enable_amp,
                                     finish_distributed, load_config_file,
-                                    set_local_rank)
+                                    refuse, set_local_rank)
 
 __all__ = [
     'DEFAULT_SHAPES', 'TOOLBOXES', 'add_checkpoint_check', 'add_common_args',
     'backbone_input', 'build_model', 'build_runner', 'dummy_data_batch',
     'enable_amp', 'finish_distributed', 'load_config_file', 'parse_shape',
-    'real_data_batches', 'set_local_rank', 'tensor_mode_kwargs', 'toolbox_of'
+    'real_data_batches', 'refuse', 'set_local_rank', 'tensor_mode_kwargs', 'toolbox_of'
 ]

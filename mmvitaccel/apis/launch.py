@@ -2,6 +2,7 @@
 as the upstream tools of the four toolboxes do it."""
 import os
 import os.path as osp
+import sys
 
 from mmengine.config import DictAction
 from mmengine.registry import RUNNERS
@@ -9,6 +10,16 @@ from mmengine.runner import Runner
 
 from mmvitaccel.models.utils.config import load_config_file
 
+
+def refuse(message):
+    """A tool's refusal of bad input: ``message`` as one line on stderr,
+    exit code 2 (as argparse's own errors).
+
+    Raises:
+        SystemExit: always, with code 2.
+    """
+    print(' '.join(str(message).split()), file=sys.stderr)
+    raise SystemExit(2)
 
 def add_common_args(parser):
     """Add the arguments both tools take.

@@ -51,6 +51,7 @@ REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, REPO)
 
 import mmvitaccel  # noqa: E402
+from mmvitaccel.apis.launch import refuse  # noqa: E402
 from projects.digits_study import study  # noqa: E402
 from projects.digits_study.study import dense, dense_report  # noqa: E402
 from mmvitaccel.apis.harness import build_model, load_config  # noqa: E402
@@ -168,13 +169,13 @@ def write_outputs(out, names, rows, curves, tasks):
 def main(argv=None):
     args = parse_args(argv)
     if args.jobs < 1:
-        raise SystemExit(f'--jobs must be >= 1, got {args.jobs}')
+        refuse(f'--jobs must be >= 1, got {args.jobs}')
     if args.dgssa_images < 1:
-        raise SystemExit(f'--dgssa-images must be >= 1, got '
-                         f'{args.dgssa_images}')
+        refuse(f'--dgssa-images must be >= 1, got '
+               f'{args.dgssa_images}')
     if args.keep_every < 0:
-        raise SystemExit(f'--keep-every must be >= 0 (0: keep nothing), got '
-                         f'{args.keep_every}')
+        refuse(f'--keep-every must be >= 0 (0: keep nothing), got '
+               f'{args.keep_every}')
     if args.table:
         rows = dense_report.read_dense_csv(args.table)
         print(dense_report.dense_markdown_table(rows))
@@ -184,7 +185,7 @@ def main(argv=None):
     names = args.tasks or list(tasks)
     unknown = sorted(set(names) - set(tasks))
     if unknown:
-        raise SystemExit(f'unknown tasks {unknown}; known: {list(tasks)}')
+        refuse(f'unknown tasks {unknown}; known: {list(tasks)}')
     os.makedirs(args.work_dir, exist_ok=True)
     checkpoints, host_top1 = hosts(
         args, {r.host for n in names for r in tasks[n][1]})

@@ -3,7 +3,9 @@
 (:mod:`projects.digits_study.study.tome_designs`): the window design (each
 window merges ``r`` tokens in every block) and the stage design (a stage's
 map merged once), at several settings each, on the dense evidence's
-fine-tuned Swin detector and segmentor, against backbone FLOPs.
+fine-tuned Swin detector and segmentor, against backbone FLOPs, beside the
+dense study's other training-free rows (STViT-R, DGSSA-Swin) on the same
+weights.
 
 The fine-tuned weights come from ``tools/analysis/dense_study.py``'s cache
 (``--work-dir``); a missing one is trained there first. Writes
@@ -27,6 +29,7 @@ from projects.digits_study.study import dense, tome_designs  # noqa: E402
 from projects.digits_study.study.training import parallel_map  # noqa: E402
 from mmengine.config import DictAction  # noqa: E402
 from mmvitaccel.apis.harness import load_config  # noqa: E402
+from mmvitaccel.apis.launch import refuse  # noqa: E402
 
 mmvitaccel.compat.apply()  # our tools' environment fixes
 
@@ -48,6 +51,10 @@ def parse_args(argv=None):
                         help='trainings and tests at once')
     parser.add_argument('--host-checkpoint',
                         help='use this Swin host instead of the cached one')
+    parser.add_argument('--dgssa-images', type=int,
+                        default=dense.DGSSA_IMAGES,
+                        help='scenes of tools/dgssa_init.py for the '
+                        'DGSSA-Swin row (as dense_study.py\'s)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='overrides of every run\'s config (as '
                         'dense_study.py\'s, whose cache they key)')
@@ -56,9 +63,10 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.jobs < 1:
-        print(f'--jobs must be >= 1, got {args.jobs}', file=sys.stderr)
-        raise SystemExit(2)
+    for name in ('jobs', 'dgssa_images'):
+        if getattr(args, name) < 1:
+            refuse(f'--{name.replace("_", "-")} must be >= 1, got '
+                   f'{getattr(args, name)}')
     host = args.host_checkpoint or study.host_checkpoint(
         load_config(osp.join(REPO, dense.SWIN_HOST_CONFIG)), 0,
         args.work_dir)
@@ -75,16 +83,21 @@ def main(argv=None):
             if dense.finetuned_checkpoint(*c, train=False) is None
         ], args.jobs)
         finetuned = [dense.finetuned_checkpoint(*c) for c in calls]
+        peers = [(r, tome_designs.peer_checkpoints(
+            REPO, r, finetuned, args.work_dir, args.jobs, options,
+            args.dgssa_images)) for r in tasks[task][1]
+            if r.training_free and r.reference == reference.name]
         rows += tome_designs.design_rows(REPO, reference, finetuned,
                                          METRICS[task],
                                          tome_designs.DESIGN_SETTINGS,
-                                         workers=args.jobs, options=options)
+                                         workers=args.jobs, options=options,
+                                         peers=peers)
     os.makedirs(args.out, exist_ok=True)
     path = osp.join(args.out, 'tome_swin_designs.csv')
     tome_designs.write_design_csv(rows, path)
     tome_designs.plot_designs(rows, osp.splitext(path)[0] + '.png')
     for r in rows:
-        print(f'{r["task"]:12s} {r["design"]:6s} {r["setting"]:20s} '
+        print(f'{r["task"]:12s} {r["design"]:10s} {r["setting"]:20s} '
               f'{r["value"]:5.1f} ± {r["std"]:.1f} ({r["change"]:+.1f}) '
               f'FLOPs {r["flops_ratio"]:.2f}')
     print(f'wrote {path}')

@@ -38,6 +38,7 @@ REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, REPO)
 
 import mmvitaccel  # noqa: E402
+from mmvitaccel.apis.launch import refuse  # noqa: E402
 from projects.digits_study import study  # noqa: E402
 from mmvitaccel.apis.harness import load_config  # noqa: E402
 
@@ -99,7 +100,7 @@ def main(argv=None):
     names = list(known) if args.methods == ['all'] else args.methods
     unknown = sorted(set(names) - set(known))
     if unknown:
-        raise SystemExit(f'unknown methods {unknown}; known: {list(known)}')
+        refuse(f'unknown methods {unknown}; known: {list(known)}')
     cfg = load_config(args.host_config, args.cfg_options)
     settings = sum(max(1, len(known[n].settings)) for n in names)
     steps = 2 + len(args.scorers) * len(args.densities) + settings + 1

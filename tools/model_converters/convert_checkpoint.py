@@ -19,7 +19,7 @@ from mmengine.registry import MODELS, DefaultScope, init_default_scope
 
 import mmvitaccel
 from mmvitaccel.models.utils import PretrainedMixin
-from mmvitaccel.apis.launch import load_config_file
+from mmvitaccel.apis.launch import load_config_file, refuse
 
 mmvitaccel.compat.apply()  # our tools' environment fixes
 
@@ -42,9 +42,9 @@ def main():
     with DefaultScope.overwrite_default_scope(scope):
         backbone = MODELS.build(backbone_cfg)
     if not isinstance(backbone, PretrainedMixin):
-        raise SystemExit(f'{type(backbone).__name__} reads no host '
-                         'checkpoint: model.backbone of the config must be '
-                         'an mmvitaccel backbone')
+        refuse(f'{type(backbone).__name__} reads no host '
+               'checkpoint: model.backbone of the config must be '
+               'an mmvitaccel backbone')
     report = backbone.load_pretrained(args.src)
     for kind in ('new', 'missing', 'unused', 'mismatched'):
         print(f'{kind:>10}: {len(report[kind])}')

@@ -11,7 +11,7 @@ import os.path as osp
 from projects.digits_study.study.training import _slug, parallel_map
 
 __all__ = ['DESIGN_SETTINGS', 'DESIGN_FIELDS', 'tome_row', 'design_rows',
-           'write_design_csv', 'plot_designs']
+           'peer_checkpoints', 'write_design_csv', 'plot_designs']
 
 #: ``(design, setting label, ToMeSwinTransformer options)``: the window
 #: design in stage 3 alone and in every stage (its default, r=16), the stage
@@ -49,9 +49,51 @@ def _options(options):
     return {f'model.backbone.{k}': v for k, v in options.items()}
 
 
+def peer_checkpoints(repo, peer, finetuned, cache_dir, workers=1,
+                     options=None, dgssa_images=None):
+    """The dense study's training-free conversion of each fine-tuned
+    reference into a peer row (STViT-R, DGSSA-Swin), at the paths where
+    ``tools/analysis/dense_study.py`` caches them (reused when there).
+
+    Args:
+        repo (str): the repository root.
+        peer (DenseRow): a ``training_free`` row of the methods file.
+        finetuned (list[str]): the reference's checkpoints, one a seed.
+        cache_dir (str): the dense study's cache (its ``configs/`` holds
+            the switch's configs for ``tools/dgssa_init.py``).
+        workers (int): DGSSA initialisations at once.
+        options (dict, optional): cfg options of every run.
+        dgssa_images (int, optional): scenes of ``tools/dgssa_init.py``
+            (default ``dense.DGSSA_IMAGES``).
+
+    Returns:
+        list[str]: one converted checkpoint a seed.
+    """
+    from projects.digits_study.study import dense
+    from projects.digits_study.study.dense_rows import row_config_file
+    images = dgssa_images or dense.DGSSA_IMAGES
+    suffix = '_dgssa' + ('' if images == dense.DGSSA_IMAGES else
+                         str(images)) + '.pth'
+    stems = [osp.splitext(s)[0] + f'_as_{_slug(peer.name)}'
+             for s in finetuned]
+    backbones = [None] * len(stems)
+    if peer.dgssa_init:
+        config = row_config_file(repo, peer, osp.join(cache_dir, 'configs'))
+        backbones = [stem + suffix for stem in stems]
+        parallel_map(dense.dgssa_init_checkpoint, [
+            (repo, config, source, out, images)
+            for source, out in zip(finetuned, backbones)
+            if not osp.isfile(out)
+        ], workers)
+    return [dense.training_free_checkpoint(repo, peer, source, stem + '.pth',
+                                           backbone, options)
+            for source, stem, backbone in zip(finetuned, stems, backbones)]
+
+
 def design_rows(repo, reference, finetuned, metric, settings=DESIGN_SETTINGS,
-                workers=1, options=None):
-    """Every design setting on the reference's fine-tuned weights.
+                workers=1, options=None, peers=()):
+    """Every design setting on the reference's fine-tuned weights, and
+    the peers' training-free rows on the same weights.
 
     Args:
         repo (str): the repository root.
@@ -61,6 +103,9 @@ def design_rows(repo, reference, finetuned, metric, settings=DESIGN_SETTINGS,
         settings (Sequence[tuple]): see :data:`DESIGN_SETTINGS`.
         workers (int): tests at once (:func:`~.training.parallel_map`).
         options (dict, optional): cfg options of every run (reduced runs).
+        peers (Sequence[tuple[DenseRow, list[str]]]): other training-free
+            rows and their converted checkpoints
+            (:func:`peer_checkpoints`); their ``design`` is the row's name.
 
     Returns:
         list[dict]: :data:`DESIGN_FIELDS` rows, the reference first.
@@ -83,6 +128,9 @@ def design_rows(repo, reference, finetuned, metric, settings=DESIGN_SETTINGS,
             f'_as_tome_{_slug(label)}.pth', options=opts)
             for source in finetuned]
         runs.append((row, design, label, opts, converted))
+    for peer, converted in peers:
+        runs.append((peer, peer.name, 'training-free', options,
+                     list(converted)))
     tests = [(repo, r, c, o or None) for r, _, _, o, cs in runs for c in cs]
     parallel_map(dense.test_metrics, [
         t for t in tests if not osp.isfile(dense._test_cache(*t)[1])
@@ -138,10 +186,15 @@ def plot_designs(rows, path):
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker,
                     label=f'{design} design')
         metric = next(r['metric'] for r in rows if r['task'] == task)
+        for r in rows:
+            if r['task'] == task and r['design'] not in ('host', 'window',
+                                                         'stage'):
+                ax.plot(r['flops_ratio'], r['change'], marker='^',
+                        ls='none', label=f'{r["design"]} training-free')
         ax.axhline(0, color='grey', lw=0.8)
         ax.set_xlabel('backbone FLOPs ratio to the dense Swin')
         ax.set_ylabel(f'{metric} change (points)')
-        ax.set_title(f'{task}: ToMe training-free')
+        ax.set_title(f'{task}: training-free')
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
