@@ -64,7 +64,8 @@ FIXED_GRID = ('VisionTransformer', 'DeiT')
 VIDEO_INPUTS = ((1, 3, 4, 224, 224), (1, 3, 4, 424, 456))
 #: a backbone option the configs leave out, run in addition
 #: (``batch_mode='mean'`` cuts a batch to its mean kept count)
-EXTRA = {'configs/asvit_deit_s_in1k.py': {'batch_mode': 'mean'}}
+EXTRA = {'configs/asvit_deit_s_in1k.py': {'batch_mode': 'mean'},
+         'configs/tome_swin_t_coco.py': {'design': 'stage'}}
 
 
 @pytest.fixture(scope='module', autouse=True)

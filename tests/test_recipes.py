@@ -67,6 +67,7 @@ EXPECTED_METRIC = {
     'configs/asvit_deit_t_in1k.py': 'accuracy/top1',
     'configs/pruned_deit_s_upernet_ade20k.py': 'mIoU',
     'configs/tome_deit_s_in1k.py': 'accuracy/top1',
+    'configs/tome_swin_t_coco.py': 'coco/segm_mAP',
 }
 
 #: recipes with ``custom_hooks``: SaiT's DenseSparseAlternateHook, DeiT-B's
@@ -93,6 +94,8 @@ PREDICT_ALL = {
     dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
     'configs/dgssa_swin_s_coco.py':
     dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
+    'configs/tome_swin_t_coco.py':
+    dict(model=dict(test_cfg=dict(rcnn=dict(score_thr=0.0)))),
 }
 
 
@@ -102,6 +105,7 @@ PREDICT_ALL = {
 #: stays there)
 SLOW = {
     'configs/_base_/swin_s_cascade_mask_rcnn_3x_coco.py',
+    'configs/tome_swin_t_coco.py',
     'configs/_base_/swin_b_cascade_mask_rcnn_3x_coco.py',
     'configs/stvit_r_swin_s_coco.py',
     'configs/stvit_r_swin_b_coco.py',

@@ -398,6 +398,11 @@ TINY_MODELS.update({
 })
 TINY_MODELS['configs/tome_deit_s_in1k.py'] = {**TINY_PRUNED_DEIT,
                                              'model.backbone.r': 8}
+TINY_MODELS['configs/tome_swin_t_coco.py'] = {
+    **{f'model.backbone.{k}': v for k, v in TINY_SWIN_DET.items()},
+    'model.backbone.r': 8,
+    'model.neck.in_channels': [32, 64, 128, 256],
+}
 TINY_MODELS['configs/pruned_deit_s_upernet_ade20k.py'] = {
     'model.backbone.arch': dict(_delete_=True, embed_dims=64, num_layers=4, num_heads=2,
                                 feedforward_channels=128),

@@ -5,7 +5,6 @@ import functools
 
 import torch
 
-from mmvitaccel.ops.host_masks import host_valid
 from mmvitaccel.ops.windows import shift_regions, window_partition
 
 __all__ = ['window_groups', 'window_merge_cap', 'merged_positions',
@@ -13,7 +12,7 @@ __all__ = ['window_groups', 'window_merge_cap', 'merged_positions',
            'clamped_relative_index']
 
 
-def window_groups(hw, padded_hw, window, shift):
+def window_groups(hw, padded_hw, window, shift, device=None):
     """The group of every window position: ``2 * region + padded``.
 
     Args:
@@ -21,21 +20,29 @@ def window_groups(hw, padded_hw, window, shift):
         padded_hw (tuple[int, int]): ``(Hp, Wp)``, multiples of ``window``.
         window (int): ``w``.
         shift (int): the block's cyclic shift (0: no regions).
+        device (torch.device, optional): built there (no copy from the
+            host); None or the CPU: cached on the CPU (do not modify).
 
     Returns:
-        Tensor: ``(nW, w^2)`` int64 on the CPU, in the shifted frame
-        (cached: do not modify).
+        Tensor: ``(nW, w^2)`` int64, in the shifted frame.
     """
-    return _window_groups(tuple(hw), tuple(padded_hw), window, shift)
+    args = (tuple(int(v) for v in hw), tuple(padded_hw), window, shift)
+    if device is None or torch.device(device).type == 'cpu':
+        return _window_groups(*args)
+    return _build_window_groups(*args, device)
 
 
-@functools.lru_cache(maxsize=256)
-def _window_groups(hw, padded_hw, window, shift):
-    padded = (~host_valid(hw, padded_hw)).long()
+def _build_window_groups(hw, padded_hw, window, shift, device=None):
+    (H, W), (Hp, Wp) = hw, padded_hw
+    padded = ((torch.arange(Hp, device=device) >= H)[:, None] |
+              (torch.arange(Wp, device=device) >= W)[None, :]).long()
     if shift:
         padded = torch.roll(padded, (-shift, -shift), (0, 1))
-    labels = 2 * shift_regions(*padded_hw, window, shift) + padded
+    labels = 2 * shift_regions(Hp, Wp, window, shift, device) + padded
     return window_partition(labels, window)
+
+
+_window_groups = functools.lru_cache(maxsize=256)(_build_window_groups)
 
 
 def window_merge_cap(groups):
@@ -86,7 +93,7 @@ def pair_index(index, pos):
     return index[pos[:, :, None], pos[:, None, :]]
 
 
-def block_cells(hw, window, shift):
+def block_cells(hw, window, shift, device=None):
     """The cell of every map position in a block's frame: its window of the
     shifted, padded map and its shift region there.
 
@@ -94,26 +101,32 @@ def block_cells(hw, window, shift):
         hw (tuple[int, int]): the map ``(H, W)``.
         window (int): ``w``.
         shift (int): the block's cyclic shift.
+        device (torch.device, optional): built there (no copy from the
+            host); None or the CPU: cached on the CPU (do not modify).
 
     Returns:
-        tuple[Tensor, int]: ``(H W, )`` int64 cell ids on the CPU, in the
-        map's row-major order (cached: do not modify), and the number of
-        cells.
+        tuple[Tensor, int]: ``(H W, )`` int64 cell ids in the map's
+        row-major order, and the number of cells.
     """
-    return _block_cells(tuple(hw), window, shift)
+    args = (tuple(int(v) for v in hw), window, shift)
+    if device is None or torch.device(device).type == 'cpu':
+        return _block_cells(*args)
+    return _build_block_cells(*args, device)
 
 
-@functools.lru_cache(maxsize=256)
-def _block_cells(hw, window, shift):
+def _build_block_cells(hw, window, shift, device=None):
     H, W = hw
     Hp, Wp = -(-H // window) * window, -(-W // window) * window
-    ys = torch.arange(Hp)[:, None].expand(Hp, Wp)
-    xs = torch.arange(Wp)[None, :].expand(Hp, Wp)
+    ys = torch.arange(Hp, device=device)[:, None].expand(Hp, Wp)
+    xs = torch.arange(Wp, device=device)[None, :].expand(Hp, Wp)
     win = (ys // window) * (Wp // window) + xs // window
-    cells = win * 9 + shift_regions(Hp, Wp, window, shift)
+    cells = win * 9 + shift_regions(Hp, Wp, window, shift, device)
     if shift:  # back to the map's frame: position p sat at p - shift
         cells = torch.roll(cells, (shift, shift), (0, 1))
     return cells[:H, :W].reshape(-1).contiguous(), Hp * Wp // window**2 * 9
+
+
+_block_cells = functools.lru_cache(maxsize=256)(_build_block_cells)
 
 
 def shared_cells(cells, num_cells, slot, num_merged):

@@ -95,7 +95,7 @@ def tome_swin_block_forward(block, x, hw_shape, r, prop_attn=True):
     # the MLP runs on the merged windows where they hold fewer tokens than
     # the map (padding: a small map's windows may hold more)
     merged_mlp = groups.shape[0] * (w * w - r) < H * W
-    groups = groups.to(x.device).repeat(B, 1)
+    groups = window_groups((H, W), (Hp, Wp), w, s, x.device).repeat(B, 1)
 
     def to_windows(t):
         t, _ = pad_to_multiple(t.view(B, H, W, C), w)

@@ -28,7 +28,7 @@ def _merged_block(block, x, size, slot, pos, hw_shape, prop_attn):
     msa = shifted.w_msa
     w, s = shifted.window_size, shifted.shift_size
     B, n, C = x.shape
-    cells, num_cells = block_cells(hw_shape, w, s)
+    cells, num_cells = block_cells(hw_shape, w, s, x.device)
     allowed = shared_cells(cells, num_cells, slot, n)
     identity = x
     qkv = msa.qkv(block.norm1(x)).reshape(
