@@ -48,6 +48,7 @@ FAMILIES = {
     'pruned_deit_mass': ('configs/sait_deit_s_m07_in1k.py', None),
     'pruned_deit_threshold': ('configs/asvit_deit_s_in1k.py', None),
     'tome_deit': ('configs/tome_deit_s_in1k.py', None),
+    'tome_swin': ('configs/tome_swin_t_coco.py', None),
 }
 #: accumulation length of the tiny models' longest chain of dependent sums
 #: (a dozen layers of widths up to 256, their FFNs and attentions): under

@@ -20,7 +20,8 @@ from mmvitaccel.models.tome.tome_swin import (merged_window_attention,
 from mmvitaccel.ops.tome import bipartite_matching, merge_slots
 from mmvitaccel.models.tome.tome_swin_stage import tome_swin_stage_forward
 from mmvitaccel.ops.tome_window import (block_cells, merged_positions,
-                                        window_groups, window_merge_cap)
+                                        map_merge_cap, window_groups,
+                                        window_merge_cap)
 from mmvitaccel.switch.accelerate import (accelerate_config,
                                           load_upstream_config)
 from mmvitaccel.switch.vit_placement import tome_swin_r
@@ -64,6 +65,19 @@ def test_a_token_merges_only_within_its_group(seed, Bw, n, groups, r):
         for pos, s in enumerate(slot[b].tolist()):
             held.setdefault(s, set()).add(int(labels[0, pos]))
         assert all(len(v) == 1 for v in held.values())
+
+
+@PROPS
+@given(H=st.integers(1, 30), W=st.integers(1, 30), window=st.integers(1, 7),
+       shift=st.integers(0, 6))
+def test_the_cap_in_integers_is_that_of_the_groups(H, W, window, shift):
+    """:func:`map_merge_cap` (no tensor: it holds under export) ==
+    :func:`window_merge_cap` of the tensor groups."""
+    shift = shift % window
+    padded = (-(-H // window) * window, -(-W // window) * window)
+    groups = window_groups((H, W), padded, window, shift)
+    assert map_merge_cap((H, W), padded, window, shift) == \
+        window_merge_cap(groups)
 
 
 def test_groups_are_shift_regions_and_padding():

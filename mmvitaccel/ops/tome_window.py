@@ -5,9 +5,11 @@ import functools
 
 import torch
 
+from mmvitaccel.ops.tracing import is_capturing
 from mmvitaccel.ops.windows import shift_regions, window_partition
 
-__all__ = ['window_groups', 'window_merge_cap', 'merged_positions',
+__all__ = ['window_groups', 'window_merge_cap', 'map_merge_cap',
+           'merged_positions',
            'pair_index', 'block_cells', 'shared_cells',
            'clamped_relative_index']
 
@@ -21,13 +23,15 @@ def window_groups(hw, padded_hw, window, shift, device=None):
         window (int): ``w``.
         shift (int): the block's cyclic shift (0: no regions).
         device (torch.device, optional): built there (no copy from the
-            host); None or the CPU: cached on the CPU (do not modify).
+            host); None or the CPU: cached on the CPU (do not modify),
+            except under graph capture.
 
     Returns:
         Tensor: ``(nW, w^2)`` int64, in the shifted frame.
     """
     args = (tuple(int(v) for v in hw), tuple(padded_hw), window, shift)
-    if device is None or torch.device(device).type == 'cpu':
+    on_host = device is None or torch.device(device).type == 'cpu'
+    if on_host and not is_capturing():
         return _window_groups(*args)
     return _build_window_groups(*args, device)
 
@@ -59,6 +63,44 @@ def window_merge_cap(groups):
     a, b = groups[:, 0::2], groups[:, 1::2]
     paired = int((a[:, :, None] == b[:, None, :]).any(-1).sum(-1).min())
     return min(paired, groups.shape[1] // 2)
+
+
+@functools.lru_cache(maxsize=256)
+def map_merge_cap(hw, padded_hw, window, shift):
+    """:func:`window_merge_cap` of :func:`window_groups`, in Python
+    integers: no tensor, so that it holds under graph capture.
+
+    A position's group is ``2 (3 a(y) + b(x)) + (p(y) | q(x))``, the row
+    and column shift bands ``a``, ``b`` and padding ``p``, ``q``: a window's
+    groups follow from its rows' ``(a, p)`` and its columns' ``(b, q)``,
+    of which a map has few distinct runs.
+
+    Args:
+        hw (tuple[int, int]): ``(H, W)``.
+        padded_hw (tuple[int, int]): ``(Hp, Wp)``, multiples of ``window``.
+        window (int): ``w``.
+        shift (int): the block's cyclic shift.
+
+    Returns:
+        int
+    """
+    def axis_runs(real, padded):
+        # position i of the shifted frame held position (i + shift) % padded
+        def label(i):
+            band = 0 if not shift or i < padded - window else \
+                1 if i < padded - shift else 2
+            return band, int((i + shift) % padded >= real)
+        return {tuple(label(k * window + i) for i in range(window))
+                for k in range(padded // window)}
+
+    n, best = window * window, window * window // 2
+    for rows in axis_runs(hw[0], padded_hw[0]):
+        for cols in axis_runs(hw[1], padded_hw[1]):
+            groups = [2 * (3 * a + b) + (p | q) for a, p in rows
+                      for b, q in cols]
+            b_groups = set(groups[1::2])
+            best = min(best, sum(g in b_groups for g in groups[0::2]))
+    return best if n > 1 else 0
 
 
 def merged_positions(merge, num_tokens):
@@ -102,14 +144,16 @@ def block_cells(hw, window, shift, device=None):
         window (int): ``w``.
         shift (int): the block's cyclic shift.
         device (torch.device, optional): built there (no copy from the
-            host); None or the CPU: cached on the CPU (do not modify).
+            host); None or the CPU: cached on the CPU (do not modify),
+            except under graph capture.
 
     Returns:
         tuple[Tensor, int]: ``(H W, )`` int64 cell ids in the map's
         row-major order, and the number of cells.
     """
     args = (tuple(int(v) for v in hw), window, shift)
-    if device is None or torch.device(device).type == 'cpu':
+    on_host = device is None or torch.device(device).type == 'cpu'
+    if on_host and not is_capturing():
         return _block_cells(*args)
     return _build_block_cells(*args, device)
 

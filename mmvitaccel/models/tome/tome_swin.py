@@ -11,8 +11,8 @@ from mmvitaccel.ops import pad_to_multiple, window_partition, window_reverse
 from mmvitaccel.ops.tome import (bipartite_matching, merge_slots,
                                  merge_weighted, proportional_bias,
                                  unmerge_tokens)
-from mmvitaccel.ops.tome_window import (merged_positions, pair_index,
-                                        window_groups, window_merge_cap)
+from mmvitaccel.ops.tome_window import (map_merge_cap, merged_positions,
+                                        pair_index, window_groups)
 from mmvitaccel.registry import MODELS
 
 __all__ = ['ToMeSwinTransformer', 'tome_swin_block_forward']
@@ -88,13 +88,12 @@ def tome_swin_block_forward(block, x, hw_shape, r, prop_attn=True):
     B, L, C = x.shape
     H, W = (int(v) for v in hw_shape)  # (tensors when traced)
     Hp, Wp = -(-H // w) * w, -(-W // w) * w
-    groups = window_groups((H, W), (Hp, Wp), w, s)
-    r = min(r, window_merge_cap(groups))
+    r = min(r, map_merge_cap((H, W), (Hp, Wp), w, s))
     if r <= 0:
         return block(x, hw_shape)
     # the MLP runs on the merged windows where they hold fewer tokens than
     # the map (padding: a small map's windows may hold more)
-    merged_mlp = groups.shape[0] * (w * w - r) < H * W
+    merged_mlp = (Hp // w) * (Wp // w) * (w * w - r) < H * W
     groups = window_groups((H, W), (Hp, Wp), w, s, x.device).repeat(B, 1)
 
     def to_windows(t):
