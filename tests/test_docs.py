@@ -388,6 +388,39 @@ def test_the_training_free_table_is_the_committed_csv():
     assert table in _read(osp.join(REPO, 'docs', 'accelerate.md'))
 
 
+def test_the_training_free_plot_draws_every_method(tmp_path, monkeypatch):
+    """``training_free.py --plot CSV`` draws a series for each method of
+    the classification rows and each design and peer of the dense rows,
+    one panel a task."""
+    import matplotlib.axes
+    sys.path.insert(0, osp.join(REPO, 'tools', 'analysis'))
+    import training_free as tool
+    designs = tmp_path / 'designs.csv'
+    designs.write_text(
+        'task,design,setting,metric,value,std,change,backbone_gflops,'
+        'flops_ratio,seeds\n'
+        'detection,host,dense,bbox_mAP,55,0.5,0,1,1,2\n'
+        'detection,window,r=8,bbox_mAP,54,0.5,-1,0.8,0.8,2\n'
+        'detection,window,r=16,bbox_mAP,53,0.5,-2,0.7,0.7,2\n'
+        'detection,STViT-R,training-free,bbox_mAP,52,0.5,-3,0.8,0.8,2\n')
+    drawn = []
+    errorbar = matplotlib.axes.Axes.errorbar
+
+    def record(ax, x, y, *args, **kwargs):
+        drawn.append((ax.get_title(), kwargs['label'], len(x)))
+        return errorbar(ax, x, y, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, 'errorbar', record)
+    csv = osp.join(REPO, 'docs', 'study', 'training_free.csv')
+    tool.main(['--plot', csv, '--designs-csv', str(designs), '--out',
+               str(tmp_path)])
+    assert (tmp_path / 'training_free.png').stat().st_size > 1000
+    labels = {label for _, label, _ in drawn}
+    assert {'tis', 'cls', 'tome', 'tis merged', 'ToMe, window design',
+            'STViT-R'} <= labels
+    assert ('ToMe, window design', 2) in {(l, n) for _, l, n in drawn}
+
+
 def test_zoo_tables_are_rendered_from_the_model_index():
     """docs/zoo.md (a row per zoo model) and the README's summary are what
     tools/misc/zoo_tables.py writes, and its --check says so."""

@@ -12,7 +12,12 @@ training-free method of the switch on the study hosts
    by ``tools/analysis/dense_study.py``) beside their dense models;
 
 and writes ``training_free.csv`` to ``--out`` and prints the Markdown
-table. ``--table CSV`` prints the table of a written CSV.
+table. ``--table CSV`` prints the table of a written CSV. Beside the CSV,
+``training_free.png`` plots every training-free method's accuracy change
+against FLOPs: the classification rows, and the dense rows of
+``tools/analysis/tome_swin_designs.py`` (``--designs-csv``: ToMe's designs,
+STViT-R and DGSSA-Swin on the same fine-tuned Swins); ``--plot CSV`` draws
+it from a written CSV.
 
 Example::
 
@@ -43,6 +48,9 @@ def parse_args(argv=None):
     parser.add_argument('--dense-csv',
                         default=osp.join(REPO, 'docs', 'study', 'dense',
                                          'dense.csv'))
+    parser.add_argument('--designs-csv',
+                        default=osp.join(REPO, 'docs', 'study', 'dense',
+                                         'tome_swin_designs.csv'))
     parser.add_argument('--out', default='work_dirs/training_free')
     parser.add_argument('--canvas-seeds', type=int, nargs='+',
                         default=[0, 1234],
@@ -52,6 +60,9 @@ def parse_args(argv=None):
                         help='interleaved timing rounds')
     parser.add_argument('--table', metavar='CSV',
                         help='print the Markdown table of a written CSV')
+    parser.add_argument('--plot', metavar='CSV',
+                        help='draw training_free.png in --out from a '
+                        'written CSV (and --designs-csv)')
     return parser.parse_args(argv)
 
 
@@ -67,6 +78,10 @@ def main(argv=None):
     if args.table:
         rows = training_free.read_rows(args.table)
         print(training_free.markdown_table(rows))
+        return rows
+    if args.plot:
+        rows = training_free.read_rows(args.plot)
+        _plot(rows, args)
         return rows
     cfg = load_config(osp.join(REPO, study.HOST_CONFIG))
     checkpoint = study.host_checkpoint(cfg, 0, args.work_dir)
@@ -84,7 +99,16 @@ def main(argv=None):
     training_free.write_rows(rows, path)
     print(training_free.markdown_table(rows))
     print(f'wrote {path}')
+    _plot(training_free.read_rows(path), args)
     return rows
+
+
+def _plot(rows, args):
+    os.makedirs(args.out, exist_ok=True)
+    path = osp.join(args.out, 'training_free.png')
+    training_free.plot_training_free(
+        rows, training_free.read_design_rows(args.designs_csv), path)
+    print(f'wrote {path}')
 
 
 if __name__ == '__main__':

@@ -25,7 +25,7 @@ from projects.digits_study.study.evaluation import (build_study_model, measure,
                                                     top1)
 
 __all__ = ['SETTINGS', 'FIELDS', 'tome_settings', 'deit_rows', 'dense_rows', 'write_rows',
-           'read_rows', 'markdown_table']
+           'read_rows', 'markdown_table', 'plot_training_free', 'read_design_rows']
 
 #: ``(method, setting label, accelerate_config options)`` on the DeiT host:
 #: SaiT's value selector at three densities, its mass selector at two
@@ -227,4 +227,87 @@ def markdown_table(rows):
             f'{r["flops_ratio"]:.2f} | {r["speed_b1"]:.2f} / '
             f'{r["speed_bn"]:.2f} |')
     return '\n'.join(lines)
+
+
+def _mean_change(change):
+    """``'+0.3 / −0.6'`` (a value a canvas seed) -> (mean, low, high)."""
+    values = [float(v.replace('−', '-')) for v in change.split(' / ')]
+    return sum(values) / len(values), min(values), max(values)
+
+
+def _series(row):
+    """The plot series of a classification row."""
+    kind = 'mass' if row['setting'].startswith('mass') else \
+        'merged' if 'merged' in row['setting'] else ''
+    return ' '.join(p for p in (row['method'], kind) if p)
+
+
+def plot_training_free(rows, design_rows, path):
+    """Accuracy change against FLOPs ratio of every training-free method:
+    the classification rows on the digits DeiT host (mean of the canvas
+    seeds, their range as a bar), and the dense rows of
+    ``tools/analysis/tome_swin_designs.py`` (ToMe's designs, STViT-R and
+    DGSSA-Swin on the same fine-tuned Swins), one panel a task.
+
+    Args:
+        rows (list[dict]): :func:`read_rows` rows.
+        design_rows (list[dict]): rows of ``tome_swin_designs.csv`` (may
+            be empty).
+        path (str): the PNG written.
+    """
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    tasks = list(dict.fromkeys(r['task'] for r in design_rows))
+    fig, axes = plt.subplots(1, 1 + len(tasks),
+                             figsize=(5.5 * (1 + len(tasks)), 4.5),
+                             squeeze=False)
+    ax = axes[0][0]
+    cls_rows = [r for r in rows if r['task'] == 'classification'
+                and r['method'] != 'host']
+    for name in dict.fromkeys(_series(r) for r in cls_rows):
+        pts = sorted((r['flops_ratio'], *_mean_change(r['change']))
+                     for r in cls_rows if _series(r) == name)
+        xs = [p[0] for p in pts]
+        ys = [p[1] for p in pts]
+        err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
+        ax.errorbar(xs, ys, yerr=err, marker='o', capsize=2, label=name)
+    host = next((r['host'] for r in rows if r['task'] == 'classification'),
+                'digits DeiT')
+    ax.set_title(f'classification, {host}')
+    ax.set_ylabel('top-1 change (points)')
+    for ax, task in zip(axes[0][1:], tasks):
+        here = [r for r in design_rows if r['task'] == task]
+        for design in dict.fromkeys(r['design'] for r in here):
+            if design == 'host':
+                continue
+            pts = sorted((float(r['flops_ratio']), float(r['change']),
+                          float(r['std'])) for r in here
+                         if r['design'] == design)
+            label = f'ToMe, {design} design' if design in (
+                'window', 'stage') else design
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
+                        yerr=[p[2] for p in pts], capsize=2,
+                        marker='o' if len(pts) > 1 else '^',
+                        ls='-' if len(pts) > 1 else 'none', label=label)
+        metric = here[0]['metric']
+        ax.set_title(f'{task}, digits Swin fine-tuned '
+                     f'({here[0]["seeds"]} seeds)')
+        ax.set_ylabel(f'{metric} change (points; bar: std over seeds)')
+    for ax in axes[0]:
+        ax.axhline(0, color='grey', lw=0.8)
+        ax.set_xlabel('FLOPs ratio (classifier; dense: backbone)')
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def read_design_rows(path):
+    """The rows of ``tome_swin_designs.csv``, or [] without the file."""
+    import os.path as osp
+    if not osp.isfile(path):
+        return []
+    with open(path, newline='') as f:
+        return list(csv.DictReader(f))
 
