@@ -321,7 +321,8 @@ STUDY_ROWS = [('sait', 'sait_digits.py', (), {}),
               ('asvit', 'asvit_digits.py', ('thresholds', 'tau'),
                dict(policy_grad='secant')),
               ('hvit', 'hvit_digits.py', (), dict(deploy=False)),
-              ('integrated', 'integrated_deit_digits.py', (), {})]
+              ('integrated', 'integrated_deit_digits.py', (), {}),
+              ('tome', 'tome_digits.py', (), {})]
 
 
 def _weights_named_later(value):

@@ -156,7 +156,8 @@ def test_the_methods_file_loads_and_bad_entries_are_refused():
     methods = study.load_methods(osp.join(REPO, study.METHODS_FILE))
     assert list(methods) == ['STViT-DeiT', 'SaiT', 'AS-ViT',
                              'Integrated-DeiT',
-                             'Integrated-DeiT, paper layout', 'hMHSA + cFFN']
+                             'Integrated-DeiT, paper layout', 'ToMe',
+                             'hMHSA + cFFN']
     for m in methods.values():
         assert osp.isfile(osp.join(REPO, m.config)), m.config
     assert methods['Integrated-DeiT'].init == 'dgssa_init'

@@ -33,6 +33,7 @@ NEW = {
     'Integrated-DeiT': ('.static_logits', '.attn.v.', 'glads.'),
     'Integrated-DeiT, paper layout': ('.static_logits', '.attn.v.',
                                       'glads.'),
+    'ToMe': (),
     # Q^/K^/V are converted from the host's qkv by the hMHSA loader
     'hMHSA + cFFN': ('.attn.q.', '.attn.k.', '.attn.v.', '.hallucination.',
                      '.ffn.layers.1.'),

@@ -108,6 +108,16 @@ METHODS = [
         settings={},
         **INTEGRATED),
     dict(
+        name='ToMe',
+        setting='r=4',
+        config='configs/study/tome_digits.py',
+        cfg_options={},
+        init='host',
+        host_options=('load_from', ),
+        dgssa_options=(),
+        settings={'r=4': {}},
+        fold=None),
+    dict(
         name='hMHSA + cFFN',
         setting='all layers, folded',
         config='configs/study/hvit_digits.py',
