@@ -134,6 +134,7 @@ def test_tome_designs_run_on_the_cached_dense_swins(reduced_study,
                     if r['task'] == 'segmentation' and r['method'] ==
                     peer['design'] and r['setting'] == 'training-free')
         assert peer['value'] == pytest.approx(100 * same['miou'])
+    assert 0 <= host['value'] <= 100
     assert host['flops_ratio'] == 1 and host['change'] == 0
     assert 1 > r8['flops_ratio'] > r24['flops_ratio']
     assert stage['flops_ratio'] < 1

@@ -15,5 +15,6 @@ __all__ = [
     'DEFAULT_SHAPES', 'TOOLBOXES', 'add_checkpoint_check', 'add_common_args',
     'backbone_input', 'build_model', 'build_runner', 'dummy_data_batch',
     'enable_amp', 'finish_distributed', 'load_config_file', 'parse_shape',
-    'real_data_batches', 'refuse', 'set_local_rank', 'tensor_mode_kwargs', 'toolbox_of'
+    'real_data_batches', 'refuse', 'set_local_rank', 'tensor_mode_kwargs',
+    'toolbox_of'
 ]

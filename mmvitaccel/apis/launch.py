@@ -15,11 +15,15 @@ def refuse(message):
     """A tool's refusal of bad input: ``message`` as one line on stderr,
     exit code 2 (as argparse's own errors).
 
+    Args:
+        message (str): what is refused and what is allowed.
+
     Raises:
         SystemExit: always, with code 2.
     """
     print(' '.join(str(message).split()), file=sys.stderr)
     raise SystemExit(2)
+
 
 def add_common_args(parser):
     """Add the arguments both tools take.

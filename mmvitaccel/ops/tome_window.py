@@ -5,7 +5,7 @@ import functools
 
 import torch
 
-from mmvitaccel.ops.tracing import is_capturing
+from mmvitaccel.ops.host_sync import device_constant
 from mmvitaccel.ops.windows import shift_regions, window_partition
 
 __all__ = ['window_groups', 'window_merge_cap', 'map_merge_cap',
@@ -14,29 +14,30 @@ __all__ = ['window_groups', 'window_merge_cap', 'map_merge_cap',
            'clamped_relative_index']
 
 
-def window_groups(hw, padded_hw, window, shift, device=None):
+def window_groups(hw, padded_hw, window, shift, device='cpu'):
     """The group of every window position: ``2 * region + padded``.
 
     Args:
         hw (tuple[int, int]): the real map ``(H, W)``.
         padded_hw (tuple[int, int]): ``(Hp, Wp)``, multiples of ``window``.
         window (int): ``w``.
-        shift (int): the block's cyclic shift (0: no regions).
-        device (torch.device, optional): built there (no copy from the
-            host); None or the CPU: cached on the CPU (do not modify),
-            except under graph capture.
+        shift (int): the block's cyclic shift, ``0 <= shift < window`` (0:
+            no regions).
+        device (torch.device | str): built there, no copy from the host
+            (kept per device by :func:`~.host_sync.device_constant`: read
+            only).
 
     Returns:
         Tensor: ``(nW, w^2)`` int64, in the shifted frame.
     """
-    args = (tuple(int(v) for v in hw), tuple(padded_hw), window, shift)
-    on_host = device is None or torch.device(device).type == 'cpu'
-    if on_host and not is_capturing():
-        return _window_groups(*args)
-    return _build_window_groups(*args, device)
+    args = (tuple(int(v) for v in hw), tuple(int(v) for v in padded_hw),
+            int(window), int(shift))
+    return device_constant(
+        ('tome.window_groups', ) + args,
+        lambda d: (_build_window_groups(*args, d), ), device)[0]
 
 
-def _build_window_groups(hw, padded_hw, window, shift, device=None):
+def _build_window_groups(hw, padded_hw, window, shift, device):
     (H, W), (Hp, Wp) = hw, padded_hw
     padded = ((torch.arange(Hp, device=device) >= H)[:, None] |
               (torch.arange(Wp, device=device) >= W)[None, :]).long()
@@ -44,9 +45,6 @@ def _build_window_groups(hw, padded_hw, window, shift, device=None):
         padded = torch.roll(padded, (-shift, -shift), (0, 1))
     labels = 2 * shift_regions(Hp, Wp, window, shift, device) + padded
     return window_partition(labels, window)
-
-
-_window_groups = functools.lru_cache(maxsize=256)(_build_window_groups)
 
 
 def window_merge_cap(groups):
@@ -135,42 +133,39 @@ def pair_index(index, pos):
     return index[pos[:, :, None], pos[:, None, :]]
 
 
-def block_cells(hw, window, shift, device=None):
+def block_cells(hw, window, shift, device='cpu'):
     """The cell of every map position in a block's frame: its window of the
     shifted, padded map and its shift region there.
 
     Args:
         hw (tuple[int, int]): the map ``(H, W)``.
         window (int): ``w``.
-        shift (int): the block's cyclic shift.
-        device (torch.device, optional): built there (no copy from the
-            host); None or the CPU: cached on the CPU (do not modify),
-            except under graph capture.
+        shift (int): the block's cyclic shift, ``0 <= shift < window``.
+        device (torch.device | str): built there, no copy from the host
+            (kept per device by :func:`~.host_sync.device_constant`: read
+            only).
 
     Returns:
         tuple[Tensor, int]: ``(H W, )`` int64 cell ids in the map's
         row-major order, and the number of cells.
     """
-    args = (tuple(int(v) for v in hw), window, shift)
-    on_host = device is None or torch.device(device).type == 'cpu'
-    if on_host and not is_capturing():
-        return _block_cells(*args)
-    return _build_block_cells(*args, device)
-
-
-def _build_block_cells(hw, window, shift, device=None):
-    H, W = hw
+    (H, W), window, shift = (int(v) for v in hw), int(window), int(shift)
     Hp, Wp = -(-H // window) * window, -(-W // window) * window
+    cells = device_constant(
+        ('tome.block_cells', H, W, window, shift),
+        lambda d: (_build_block_cells(H, W, Hp, Wp, window, shift, d), ),
+        device)[0]
+    return cells, Hp * Wp // window**2 * 9
+
+
+def _build_block_cells(H, W, Hp, Wp, window, shift, device):
     ys = torch.arange(Hp, device=device)[:, None].expand(Hp, Wp)
     xs = torch.arange(Wp, device=device)[None, :].expand(Hp, Wp)
     win = (ys // window) * (Wp // window) + xs // window
     cells = win * 9 + shift_regions(Hp, Wp, window, shift, device)
     if shift:  # back to the map's frame: position p sat at p - shift
         cells = torch.roll(cells, (shift, shift), (0, 1))
-    return cells[:H, :W].reshape(-1).contiguous(), Hp * Wp // window**2 * 9
-
-
-_block_cells = functools.lru_cache(maxsize=256)(_build_block_cells)
+    return cells[:H, :W].reshape(-1).contiguous()
 
 
 def shared_cells(cells, num_cells, slot, num_merged):
@@ -187,7 +182,9 @@ def shared_cells(cells, num_cells, slot, num_merged):
         Tensor: ``(B, L', L')`` bool, true on the diagonal.
     """
     B, L = slot.shape
-    onehot = torch.nn.functional.one_hot(cells.to(slot.device), num_cells)
+    # one-hot by comparison (torch 2.1's one_hot refuses meta tensors)
+    onehot = cells.to(slot.device)[:, None] == torch.arange(
+        num_cells, device=slot.device)
     member = torch.zeros(B, num_merged, num_cells, device=slot.device)
     member = member.scatter_add(
         1, slot[..., None].expand(B, L, num_cells),

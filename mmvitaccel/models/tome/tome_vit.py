@@ -69,9 +69,10 @@ class ToMeVisionTransformer(FrozenStagesMixin, VisionTransformer):
     ``'avg_featmap'`` read the tokens unmerged (each patch takes its
     merged token's value; the average is size-weighted). With ``r = 0`` it
     is the host; ``frozen_stages`` also keeps the frozen layers in eval
-    mode after ``train()``, as our other ViTs do. After a forward, :attr:`source_index` ``(B, E + N)`` (with
-    ``trace_source`` or an unmerged output) names the token holding each
-    input token, and :attr:`token_counts` the tokens entering each layer.
+    mode after ``train()``, as our other ViTs do. After a forward,
+    :attr:`source_index` ``(B, E + N)`` (with ``trace_source`` or an
+    unmerged output) names the token holding each input token, and
+    :attr:`token_counts` the tokens entering each layer.
 
     Args:
         arch (str | dict): ``'deit-tiny'``/``'deit-small'``/``'deit-base'``

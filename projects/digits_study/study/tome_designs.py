@@ -117,7 +117,8 @@ def design_rows(repo, reference, finetuned, metric, settings=DESIGN_SETTINGS,
     from mmvitaccel.analysis.flops import count_flops
     from mmvitaccel.apis.harness import build_model
     from projects.digits_study.study import dense
-    from projects.digits_study.study.dense_report import dense_inputs
+    from projects.digits_study.study.dense_report import (METRIC_COLUMNS,
+                                                          dense_inputs)
     row = tome_row(reference)
     options = dict(options or {})
     runs = [(reference, '', 'dense', options, list(finetuned))]
@@ -138,7 +139,9 @@ def design_rows(repo, reference, finetuned, metric, settings=DESIGN_SETTINGS,
     test_set = None
     out = []
     for r, design, label, opts, checkpoints in runs:
-        values = [100 * dense.test_metrics(repo, r, c, opts or None)[metric]
+        # in percent (mmseg's mIoU is already)
+        scale = 100 * METRIC_COLUMNS[metric][1]
+        values = [scale * dense.test_metrics(repo, r, c, opts or None)[metric]
                   for c in checkpoints]
         cfg = dense.row_config(repo, r, opts or None)
         cfg.model.backbone.init_cfg = None

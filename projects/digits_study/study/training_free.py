@@ -24,8 +24,9 @@ import csv
 from projects.digits_study.study.evaluation import (build_study_model, measure,
                                                     top1)
 
-__all__ = ['SETTINGS', 'FIELDS', 'tome_settings', 'deit_rows', 'dense_rows', 'write_rows',
-           'read_rows', 'markdown_table', 'plot_training_free', 'read_design_rows']
+__all__ = ['SETTINGS', 'FIELDS', 'tome_settings', 'deit_rows', 'dense_rows',
+           'write_rows', 'read_rows', 'markdown_table', 'plot_training_free',
+           'read_design_rows']
 
 #: ``(method, setting label, accelerate_config options)`` on the DeiT host:
 #: SaiT's value selector at three densities, its mass selector at two
@@ -304,10 +305,16 @@ def plot_training_free(rows, design_rows, path):
 
 
 def read_design_rows(path):
-    """The rows of ``tome_swin_designs.csv``, or [] without the file."""
+    """The rows of ``tome_swin_designs.csv``.
+
+    Args:
+        path (str): the CSV ``tools/analysis/tome_swin_designs.py`` wrote.
+
+    Returns:
+        list[dict]: its rows as strings, or [] without the file.
+    """
     import os.path as osp
     if not osp.isfile(path):
         return []
     with open(path, newline='') as f:
         return list(csv.DictReader(f))
-
