@@ -388,6 +388,20 @@ def test_the_training_free_table_is_the_committed_csv():
     assert table in _read(osp.join(REPO, 'docs', 'accelerate.md'))
 
 
+def test_the_swin_design_table_is_the_committed_csv():
+    """docs/tome.md's table of ToMe's Swin designs is rendered from
+    docs/study/dense/tome_swin_designs.csv, the file
+    tools/analysis/tome_swin_designs.py wrote."""
+    from projects.digits_study.study import tome_designs
+    rows = tome_designs.read_design_csv(
+        osp.join(REPO, 'docs', 'study', 'dense', 'tome_swin_designs.csv'))
+    assert {r['task'] for r in rows} == {'detection', 'segmentation'}
+    assert {r['design'] for r in rows} >= {'host', 'window', 'stage',
+                                           'STViT-R', 'DGSSA-Swin'}
+    table = tome_designs.design_markdown_table(rows)
+    assert table in _read(osp.join(REPO, 'docs', 'tome.md'))
+
+
 def test_the_training_free_plot_draws_every_method(tmp_path, monkeypatch):
     """``training_free.py --plot CSV`` draws a series for each method of
     the classification rows and each design and peer of the dense rows,

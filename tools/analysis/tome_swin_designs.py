@@ -96,10 +96,8 @@ def main(argv=None):
     path = osp.join(args.out, 'tome_swin_designs.csv')
     tome_designs.write_design_csv(rows, path)
     tome_designs.plot_designs(rows, osp.splitext(path)[0] + '.png')
-    for r in rows:
-        print(f'{r["task"]:12s} {r["design"]:10s} {r["setting"]:20s} '
-              f'{r["value"]:5.1f} ± {r["std"]:.1f} ({r["change"]:+.1f}) '
-              f'FLOPs {r["flops_ratio"]:.2f}')
+    print(tome_designs.design_markdown_table(
+        tome_designs.read_design_csv(path)))
     print(f'wrote {path}')
     return rows
 

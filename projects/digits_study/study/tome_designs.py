@@ -11,7 +11,8 @@ import os.path as osp
 from projects.digits_study.study.training import _slug, parallel_map
 
 __all__ = ['DESIGN_SETTINGS', 'DESIGN_FIELDS', 'tome_row', 'design_rows',
-           'peer_checkpoints', 'write_design_csv', 'plot_designs']
+           'peer_checkpoints', 'write_design_csv', 'read_design_csv',
+           'design_markdown_table', 'plot_designs']
 
 #: ``(design, setting label, ToMeSwinTransformer options)``: the window
 #: design in stage 3 alone and in every stage (its default, r=16), the stage
@@ -168,6 +169,50 @@ def write_design_csv(rows, path):
     """:data:`DESIGN_FIELDS` rows as CSV."""
     from projects.digits_study.study.dense_report import _write_csv
     _write_csv(rows, path, DESIGN_FIELDS)
+
+
+def read_design_csv(path):
+    """The rows :func:`write_design_csv` wrote (numbers as floats)."""
+    import csv
+    with open(path, newline='') as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        for key in ('value', 'std', 'change', 'backbone_gflops',
+                    'flops_ratio'):
+            row[key] = float(row[key])
+        row['seeds'] = int(row['seeds'])
+    return rows
+
+
+def _points(value):
+    """``value`` to one decimal, half to even on its CSV digits."""
+    from decimal import ROUND_HALF_EVEN, Decimal
+    out = Decimal(f'{value:.6f}').quantize(Decimal('0.1'), ROUND_HALF_EVEN)
+    return f'{out:+}'.replace('-', '−')
+
+
+def design_markdown_table(rows):
+    """One Markdown table, a row per design setting or peer: the backbone
+    FLOPs ratio (of the detector's) and the change of each task's metric
+    (points, ± the std over seeds of the row's value)."""
+    tasks = list(dict.fromkeys(r['task'] for r in rows))
+    metrics = {r['task']: r['metric'] for r in rows}
+    lines = ['| design | setting | backbone FLOPs ratio | ' + ' | '.join(
+        f'{metrics[t]} change' for t in tasks) + ' |',
+        '|' + ' --- |' * (3 + len(tasks))]
+    keys = list(dict.fromkeys((r['design'], r['setting']) for r in rows
+                              if r['design'] != 'host'))
+    for design, setting in keys:
+        cells = {r['task']: r for r in rows
+                 if (r['design'], r['setting']) == (design, setting)}
+        name = f'ToMe, {design} design' if design in ('window', 'stage') \
+            else design
+        lines.append(
+            f'| {name} | {setting} | '
+            f'{cells[tasks[0]]["flops_ratio"]:.2f} | ' + ' | '.join(
+                f'{_points(cells[t]["change"])} ± {cells[t]["std"]:.1f}'
+                for t in tasks) + ' |')
+    return '\n'.join(lines)
 
 
 def plot_designs(rows, path):
