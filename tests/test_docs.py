@@ -466,6 +466,16 @@ def test_zoo_tables_find_a_stale_file():
         zoo_tables.replace_block('# no markers\n', 'summary', table)
 
 
+def test_a_deployed_cell_marks_a_runtime_not_measured():
+    """A ``Deployed b<N>`` of onnxruntime alone (or a null) renders its
+    missing compile ratio as a dash, not as a number or an error."""
+    assert zoo_tables._deployed_cell({'Deployed b1': [0.95]}) == '0.95 / —'
+    assert zoo_tables._deployed_cell(
+        {'Deployed b1': [None, 1.2], 'Deployed b32': [1.5, 1.7]}) == (
+            '— / 1.20; 1.50 / 1.70 at batch 32')
+    assert zoo_tables._deployed_cell({}) == '—'
+
+
 @pytest.mark.parametrize('page', METHOD_PAGES)
 def test_method_pages_open_with_use_it(page):
     """Right under its title, a method page gives the switch, the config,

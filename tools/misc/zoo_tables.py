@@ -127,10 +127,17 @@ def _speed_cell(zoo):
 
 
 def _deployed_cell(zoo):
-    """Args: zoo (dict): a model's ``Zoo``. Returns: str: onnxruntime /
-    compile ratios of the backbone, by batch size."""
-    return '; '.join(f'{ort:.2f} / {comp:.2f}' + _at(batch, i == 0)
-                     for i, (batch, (ort, comp)) in enumerate(
+    """Args: zoo (dict): a model's ``Zoo``, whose ``Deployed b<N>`` are
+    ``[onnxruntime, compile]``, a missing or null one not measured.
+    Returns: str: onnxruntime / compile ratios of the backbone, by batch
+    size, ``—`` for one not measured."""
+
+    def ratio(values, k):
+        value = values[k] if k < len(values) else None
+        return '—' if value is None else f'{value:.2f}'
+
+    return '; '.join(f'{ratio(v, 0)} / {ratio(v, 1)}' + _at(batch, i == 0)
+                     for i, (batch, v) in enumerate(
                          _batched(zoo, 'Deployed'))) or '—'
 
 
