@@ -311,10 +311,10 @@ def read_design_rows(path):
         path (str): the CSV ``tools/analysis/tome_swin_designs.py`` wrote.
 
     Returns:
-        list[dict]: its rows as strings, or [] without the file.
+        list[dict]: its rows (:func:`~.tome_designs.read_design_csv`), or
+        [] without the file.
     """
     import os.path as osp
-    if not osp.isfile(path):
-        return []
-    with open(path, newline='') as f:
-        return list(csv.DictReader(f))
+
+    from projects.digits_study.study.tome_designs import read_design_csv
+    return read_design_csv(path) if osp.isfile(path) else []
