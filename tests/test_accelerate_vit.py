@@ -309,20 +309,24 @@ def test_a_distilling_conversion_trains_a_step_and_predicts(
     assert len(preds) == cfg.test_dataloader.batch_size
 
 
-#: the classification study's trained rows (configs/study) and how they may
-#: differ from the switch's conversion of the study's fine-tuning config:
+#: the classification study's trained rows (configs/study), the switch's
+#: options that make each, and how they may differ from the switch's
+#: conversion of the study's fine-tuning config:
 #: AS-ViT's thresholds and tau were rounded to one digit (0.003 for
 #: 0.0030625 = 0.001 * 196 / 64); HViT's config names its training form
 #: (``deploy=False``) and AS-ViT its policy gradient, which the switch
 #: leaves to the defaults; a teacher named by its config file is the model
 #: that file builds (the study names the host's, the switch the config it
 #: converted: the host with the study's schedule)
-STUDY_ROWS = [('sait', 'sait_digits.py', (), {}),
-              ('asvit', 'asvit_digits.py', ('thresholds', 'tau'),
+STUDY_ROWS = [('sait', {}, 'sait_digits.py', (), {}),
+              ('asvit', {}, 'asvit_digits.py', ('thresholds', 'tau'),
                dict(policy_grad='secant')),
-              ('hvit', 'hvit_digits.py', (), dict(deploy=False)),
-              ('integrated', 'integrated_deit_digits.py', (), {}),
-              ('tome', 'tome_digits.py', (), {})]
+              ('hvit', {}, 'hvit_digits.py', (), dict(deploy=False)),
+              ('integrated', {}, 'integrated_deit_digits.py', (), {}),
+              ('tome', {}, 'tome_digits.py', (), {}),
+              ('cls', {}, 'cls_digits.py', (), {}),
+              ('cls', dict(merge_pruned=True), 'cls_merge_digits.py', (),
+               {})]
 
 
 def _weights_named_later(value):
@@ -337,9 +341,10 @@ def _weights_named_later(value):
     return value
 
 
-@pytest.mark.parametrize('method,config,rounded,defaults', STUDY_ROWS)
+@pytest.mark.parametrize('method,options,config,rounded,defaults',
+                         STUDY_ROWS)
 def test_the_classification_studys_rows_are_the_switchs(
-        method, config, rounded, defaults):
+        method, options, config, rounded, defaults):
     """The trained rows of the classification study that the switch can
     make are its conversion of the study's fine-tuning config (the host
     with the study's schedule): the same model, teacher, optimizer,
@@ -351,7 +356,7 @@ def test_the_classification_studys_rows_are_the_switchs(
     folder = osp.join(REPO, 'configs', 'study')
     switch = accelerate_config(
         osp.join(folder, '_base_', 'host_finetune.py'), method,
-        checkpoint='host.pth')
+        checkpoint='host.pth', **options)
     study = Config.fromfile(osp.join(folder, config))
     ours, theirs = (_weights_named_later(c.model.to_dict())
                     for c in (study, switch))

@@ -157,6 +157,8 @@ def test_the_methods_file_loads_and_bad_entries_are_refused():
     assert list(methods) == ['STViT-DeiT', 'SaiT', 'AS-ViT',
                              'Integrated-DeiT',
                              'Integrated-DeiT, paper layout', 'ToMe',
+                             'cls pruning, fine-tuned',
+                             'cls prune and merge, fine-tuned',
                              'hMHSA + cFFN']
     for m in methods.values():
         assert osp.isfile(osp.join(REPO, m.config)), m.config

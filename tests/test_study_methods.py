@@ -34,6 +34,8 @@ NEW = {
     'Integrated-DeiT, paper layout': ('.static_logits', '.attn.v.',
                                       'glads.'),
     'ToMe': (),
+    'cls pruning, fine-tuned': (),
+    'cls prune and merge, fine-tuned': (),
     # Q^/K^/V are converted from the host's qkv by the hMHSA loader
     'hMHSA + cFFN': ('.attn.q.', '.attn.k.', '.attn.v.', '.hallucination.',
                      '.ffn.layers.1.'),

@@ -117,6 +117,29 @@ METHODS = [
         dgssa_options=(),
         settings={'r=4': {}},
         fold=None),
+    # plain pruning and prune-and-merge, fine-tuned, at ToMe's FLOPs: the
+    # class-attention scorer at density 0.5, which kept the most of the two
+    # scorers training-free (docs/accelerate.md)
+    dict(
+        name='cls pruning, fine-tuned',
+        setting='rho=0.5',
+        config='configs/study/cls_digits.py',
+        cfg_options={},
+        init='host',
+        host_options=('load_from', ),
+        dgssa_options=(),
+        settings={'rho=0.5': {}},
+        fold=None),
+    dict(
+        name='cls prune and merge, fine-tuned',
+        setting='rho=0.5',
+        config='configs/study/cls_merge_digits.py',
+        cfg_options={},
+        init='host',
+        host_options=('load_from', ),
+        dgssa_options=(),
+        settings={'rho=0.5': {}},
+        fold=None),
     dict(
         name='hMHSA + cFFN',
         setting='all layers, folded',
