@@ -145,6 +145,12 @@ def test_the_command_writes_csv_and_plots(reduced, tmp_path, capsys):
                  'accuracy_vs_speed.png'):
         assert (out / name).is_file()
     assert 'wrote' in capsys.readouterr().out
+    # the plots drawn again from the written CSV, nothing else run
+    again = tmp_path / 'again'
+    tradeoff_study.main(['--plot', str(out / 'study.csv'), '--out',
+                         str(again)])
+    assert sorted(p.name for p in again.iterdir()) == [
+        'accuracy_vs_flops.png', 'accuracy_vs_speed.png']
 
 
 def test_a_method_entry_refuses_an_unknown_init():

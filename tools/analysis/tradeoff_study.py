@@ -23,7 +23,8 @@ Example::
 
 ``--table CSV`` prints the Markdown tables of a written CSV (all rows, then
 the host and the trained methods only: the two tables of ``docs/study.md``)
-and runs nothing.
+and runs nothing; ``--plot CSV`` draws its two plots in ``--out`` and runs
+nothing else.
 """
 import argparse
 import os
@@ -84,7 +85,19 @@ def parse_args(argv=None):
     parser.add_argument('--table', metavar='CSV',
                         help='print the Markdown tables of a study.csv and '
                         'exit')
+    parser.add_argument('--plot', metavar='CSV',
+                        help='draw the plots of a study.csv in --out and '
+                        'exit')
     return parser.parse_args(argv)
+
+
+def plot(rows, out):
+    """Draw ``accuracy_vs_flops.png`` and ``accuracy_vs_speed.png`` of
+    ``rows`` in the folder ``out``."""
+    study.plot_tradeoff(rows, osp.join(out, 'accuracy_vs_flops.png'))
+    study.plot_tradeoff(rows, osp.join(out, 'accuracy_vs_speed.png'),
+                        x='speed_ratio',
+                        xlabel='speed ratio to the host (interleaved)')
 
 
 def main(argv=None):
@@ -93,6 +106,12 @@ def main(argv=None):
         rows = study.read_csv(args.table)
         print(study.markdown_table(rows))
         print(study.markdown_table(rows, references=False))
+        return rows
+    if args.plot:
+        rows = study.read_csv(args.plot)
+        os.makedirs(args.out, exist_ok=True)
+        plot(rows, args.out)
+        print(f'wrote the plots of {args.plot} in {args.out}')
         return rows
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -130,10 +149,7 @@ def main(argv=None):
                                 if known[n].prefer})
     os.makedirs(args.out, exist_ok=True)
     study.write_csv(rows, osp.join(args.out, 'study.csv'))
-    study.plot_tradeoff(rows, osp.join(args.out, 'accuracy_vs_flops.png'))
-    study.plot_tradeoff(rows, osp.join(args.out, 'accuracy_vs_speed.png'),
-                        x='speed_ratio',
-                        xlabel='speed ratio to the host (interleaved)')
+    plot(rows, args.out)
     for row in rows:
         print(f'{row["method"]:>16} {row["setting"]:>9}  top-1 '
               f'{row["top1_mean"]:.4f} +- {row["top1_std"]:.4f}  '

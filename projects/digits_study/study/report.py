@@ -124,19 +124,24 @@ def markdown_table(rows, references=True):
 def plot_tradeoff(rows, path, x='mflops',
                   xlabel='MFLOPs per image'):
     """Top-1 (mean, with the seed std as error bars) against ``x``, one
-    line per method, the host as a black square."""
+    line per method, the host as a black square; a method's colour and
+    marker pair is its own (ten colours, then the next marker)."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 4.5))
     methods = [m for m in dict.fromkeys(r['method'] for r in rows)
                if m != 'host']
-    for method in methods:
+    colours = plt.get_cmap('tab10').colors
+    markers = 'oDv^P'
+    for i, method in enumerate(methods):
         pts = sorted((r for r in rows if r['method'] == method),
                      key=lambda r: r[x])
         ax.errorbar([r[x] for r in pts], [r['top1_mean'] for r in pts],
-                    yerr=[r['top1_std'] for r in pts], marker='o',
-                    capsize=2, label=method)
+                    yerr=[r['top1_std'] for r in pts],
+                    marker=markers[i // len(colours) % len(markers)],
+                    color=colours[i % len(colours)], capsize=2,
+                    label=method)
     for r in rows:
         if r['method'] == 'host':
             ax.plot(r[x], r['top1_mean'], 's', color='k', label='host')
