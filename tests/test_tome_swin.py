@@ -80,6 +80,23 @@ def test_the_cap_in_integers_is_that_of_the_groups(H, W, window, shift):
         window_merge_cap(groups)
 
 
+def test_the_cap_under_capture_is_counted_beside_the_cache(monkeypatch):
+    """Under graph capture :func:`map_merge_cap` counts without its cache
+    (Dynamo would bypass the cache with a warning); eager calls take it;
+    the count is the same."""
+    import mmvitaccel.ops.tome_window as tome_window
+    args = ((50, 83), (56, 84), 7, 3)
+    eager = map_merge_cap(*args)
+    before = tome_window._cached_map_merge_cap.cache_info()
+    assert map_merge_cap(*args) == eager
+    assert tome_window._cached_map_merge_cap.cache_info().hits == \
+        before.hits + 1
+    monkeypatch.setattr(tome_window, 'is_capturing', lambda: True)
+    before = tome_window._cached_map_merge_cap.cache_info()
+    assert map_merge_cap(*args) == eager
+    assert tome_window._cached_map_merge_cap.cache_info() == before
+
+
 def test_groups_are_shift_regions_and_padding():
     # a 6x6 map padded to 8x8, windows of 4 shifted by 2: the padding
     # (rolled to rows and columns 4-5) and three regions a side

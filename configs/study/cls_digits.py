@@ -13,19 +13,7 @@ _base_ = ['./_base_/host_finetune.py']
 
 model = dict(
     backbone=dict(
-        _delete_=True,
         type='mmvitaccel.TokenPrunedVisionTransformer',
-        arch=dict(embed_dims=64, num_layers=12, num_heads=4,
-                  feedforward_channels=256),
-        img_size=32,
-        patch_size=4,
-        patch_cfg=dict(kernel_size=8, stride=4, padding=2),
-        drop_path_rate=0.1,
-        out_type='cls_token',
-        init_cfg=[
-            dict(type='TruncNormal', layer='Linear', std=0.02),
-            dict(type='Constant', layer='LayerNorm', val=1.0, bias=0.0)
-        ],
         prune_before=(3, ),
         scorer='cls',
         selector='value',

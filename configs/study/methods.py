@@ -32,6 +32,15 @@
 #                   ``tool`` and ``args`` (run as ``python TOOL CONFIG CKPT
 #                   OUT *args`` with the training cfg_options) and
 #                   ``test_options`` (cfg_options to test the folded OUT)
+#: what the entries share that start from the host with every key and
+#: nothing else (the student's load_from)
+FROM_HOST = dict(
+    cfg_options={},
+    init='host',
+    host_options=('load_from', ),
+    dgssa_options=(),
+    fold=None)
+
 #: what the two Integrated-DeiT entries share: DGSSA initialised from the
 #: host by tools/dgssa_init.py, the host as the frozen teacher
 INTEGRATED = dict(
@@ -49,12 +58,8 @@ METHODS = [
         name='STViT-DeiT',
         setting='16 tokens',
         config='configs/study/stvit_digits.py',
-        cfg_options={},
-        init='host',
-        host_options=('load_from', ),
-        dgssa_options=(),
         settings={'16 tokens': {}},
-        fold=None),
+        **FROM_HOST),
     dict(
         name='SaiT',
         setting='M0.7 + TIS distillation',
@@ -111,12 +116,8 @@ METHODS = [
         name='ToMe',
         setting='r=4',
         config='configs/study/tome_digits.py',
-        cfg_options={},
-        init='host',
-        host_options=('load_from', ),
-        dgssa_options=(),
         settings={'r=4': {}},
-        fold=None),
+        **FROM_HOST),
     # plain pruning and prune-and-merge, fine-tuned, at ToMe's FLOPs: the
     # class-attention scorer at density 0.5, which kept the most of the two
     # scorers training-free (docs/accelerate.md)
@@ -124,22 +125,14 @@ METHODS = [
         name='cls pruning, fine-tuned',
         setting='rho=0.5',
         config='configs/study/cls_digits.py',
-        cfg_options={},
-        init='host',
-        host_options=('load_from', ),
-        dgssa_options=(),
         settings={'rho=0.5': {}},
-        fold=None),
+        **FROM_HOST),
     dict(
         name='cls prune and merge, fine-tuned',
         setting='rho=0.5',
         config='configs/study/cls_merge_digits.py',
-        cfg_options={},
-        init='host',
-        host_options=('load_from', ),
-        dgssa_options=(),
         settings={'rho=0.5': {}},
-        fold=None),
+        **FROM_HOST),
     dict(
         name='hMHSA + cFFN',
         setting='all layers, folded',

@@ -6,6 +6,7 @@ import functools
 import torch
 
 from mmvitaccel.ops.host_sync import device_constant
+from mmvitaccel.ops.tracing import is_capturing
 from mmvitaccel.ops.windows import shift_regions, window_partition
 
 __all__ = ['window_groups', 'window_merge_cap', 'map_merge_cap',
@@ -63,10 +64,12 @@ def window_merge_cap(groups):
     return min(paired, groups.shape[1] // 2)
 
 
-@functools.lru_cache(maxsize=256)
 def map_merge_cap(hw, padded_hw, window, shift):
     """:func:`window_merge_cap` of :func:`window_groups`, in Python
-    integers: no tensor, so that it holds under graph capture.
+    integers: no tensor, so that it holds under graph capture. Eager calls
+    are cached per arguments; under capture the count is traced (it runs
+    once per graph) and the cache is left alone, which Dynamo would
+    otherwise bypass with a warning.
 
     A position's group is ``2 (3 a(y) + b(x)) + (p(y) | q(x))``, the row
     and column shift bands ``a``, ``b`` and padding ``p``, ``q``: a window's
@@ -82,6 +85,13 @@ def map_merge_cap(hw, padded_hw, window, shift):
     Returns:
         int
     """
+    if is_capturing():
+        return _map_merge_cap(hw, padded_hw, window, shift)
+    return _cached_map_merge_cap(hw, padded_hw, window, shift)
+
+
+def _map_merge_cap(hw, padded_hw, window, shift):
+    """:func:`map_merge_cap`'s count, uncached."""
     def axis_runs(real, padded):
         # position i of the shifted frame held position (i + shift) % padded
         def label(i):
@@ -99,6 +109,9 @@ def map_merge_cap(hw, padded_hw, window, shift):
             b_groups = set(groups[1::2])
             best = min(best, sum(g in b_groups for g in groups[0::2]))
     return best if n > 1 else 0
+
+
+_cached_map_merge_cap = functools.lru_cache(maxsize=256)(_map_merge_cap)
 
 
 def merged_positions(merge, num_tokens):
